@@ -1,0 +1,123 @@
+"""Batch stage time from precomputed operator grids (SPEC 6.5 feature rules)."""
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+# counters[] slots: lookups clamped at a grid edge, per family
+CLAMP_TOKENS = 0
+CLAMP_DECODE_BATCH = 1
+CLAMP_DECODE_KV = 2
+CLAMP_PREFILL_KV = 3
+CLAMP_PREFILL_CHUNK = 4
+N_COUNTERS = 5
+
+KV_RULE_PER_REQUEST = 0  # Vidur main: kv = sum(ceil_g(k_i))
+KV_RULE_SUM = 1  # Vidur canary: kv = ceil_g(sum(k_i))
+
+
+class TimingGrids(NamedTuple):
+    """Per-layer operator times (ms) on dense grids; built by vidur_fast.timing.
+
+    tok_ms[n]:        sum of the token-count ops of one layer (projections, MLP, norms, rope, add)
+                      at n tokens (n rounded up to 8 by the caller's rule), n = 0..T
+    kv_save_ms[n]:    KV-cache write at exactly n tokens, n = 0..T
+    allreduce_ms[n]:  one TP all-reduce of n hidden rows incl. launch overheads (zeros if TP 1)
+    sendrecv_ms[n]:   one PP activation transfer of n rows (zeros if PP 1)
+    decode_ms[b, j]:  decode attention, batch b (1..B), mean kv length j*g
+    prefill_ms[j, c]: prefill attention, cached kv j*g, equivalent chunk c*gc
+    counters:         int64[N_COUNTERS], incremented on every clamped lookup (mutated)
+    """
+
+    tok_ms: np.ndarray
+    kv_save_ms: np.ndarray
+    allreduce_ms: np.ndarray
+    sendrecv_ms: np.ndarray
+    decode_ms: np.ndarray
+    prefill_ms: np.ndarray
+    counters: np.ndarray
+
+
+class TimingParams(NamedTuple):
+    g: int  # kv granularity (tokens)
+    gc: int  # prefill chunk granularity (tokens)
+    layers_per_stage: int
+    decode_overhead: float  # batching overhead fraction (0 unless GQA)
+    prefill_overhead: float
+    cpu_overhead_ms: float  # fixed per-stage host overhead
+    kv_rule: int
+    tp: int
+    pp: int
+
+
+@njit(cache=True, nogil=True)
+def _clamp_nb(counters, slot, i, n):
+    """Index i clamped into [0, n-1]; counts clamps above the edge.
+
+    Mutates: counters.
+    Returns: clamped index.
+    """
+    if i >= n:
+        counters[slot] += 1
+        return n - 1
+    if i < 0:
+        return 0
+    return i
+
+
+@njit(cache=True, nogil=True)
+def ceil_to_nb(x, m):
+    """x rounded up to a multiple of m.
+
+    Mutates: nothing.
+    Returns: int.
+    """
+    return (x + m - 1) // m * m
+
+
+@njit(cache=True, nogil=True)
+def stage_time_ms_nb(
+    grids, tp_, n_tokens, n_dec, dec_kv_sum, n_pre, pre_kv, pre_chunk_sq_sum, last_stage
+):
+    """Duration of one pipeline stage of a batch, in ms.
+
+    n_tokens: total tokens of the batch; n_dec / dec_kv_sum: decode requests and the sum of their
+    processed tokens; n_pre / pre_kv / pre_chunk_sq_sum: prefill requests, their kv feature
+    (already reduced by the kv rule, not yet rounded to g) and the sum of squared chunks.
+
+    Mutates: grids.counters (clamped lookups).
+    Returns: stage time in ms (float).
+    """
+    c = grids.counters
+    t_rounded = ceil_to_nb(n_tokens, 8)
+    layer = grids.tok_ms[_clamp_nb(c, CLAMP_TOKENS, t_rounded, grids.tok_ms.shape[0])]
+    layer += grids.kv_save_ms[_clamp_nb(c, CLAMP_TOKENS, n_tokens, grids.kv_save_ms.shape[0])]
+    if tp_.tp > 1:
+        ar = grids.allreduce_ms[_clamp_nb(c, CLAMP_TOKENS, t_rounded, grids.allreduce_ms.shape[0])]
+        layer += 2.0 * ar
+    if n_dec > 0:
+        kv_avg = ceil_to_nb(dec_kv_sum // n_dec, tp_.g)
+        b = _clamp_nb(c, CLAMP_DECODE_BATCH, n_dec, grids.decode_ms.shape[0])
+        j = _clamp_nb(c, CLAMP_DECODE_KV, kv_avg // tp_.g, grids.decode_ms.shape[1])
+        t = grids.decode_ms[b, j]
+        if n_dec > 1:
+            t *= 1.0 + tp_.decode_overhead
+        layer += t
+    if n_pre > 0:
+        chunk_eq = np.int64(np.round(np.sqrt(np.float64(pre_chunk_sq_sum))))
+        ci = ceil_to_nb(chunk_eq, tp_.gc) // tp_.gc
+        ci = _clamp_nb(c, CLAMP_PREFILL_CHUNK, ci, grids.prefill_ms.shape[1])
+        j = _clamp_nb(
+            c, CLAMP_PREFILL_KV, ceil_to_nb(pre_kv, tp_.g) // tp_.g, grids.prefill_ms.shape[0]
+        )
+        t = grids.prefill_ms[j, ci]
+        if n_pre > 1:
+            t *= 1.0 + tp_.prefill_overhead
+        layer += t
+    total = layer * tp_.layers_per_stage + tp_.cpu_overhead_ms
+    if tp_.pp > 1 and not last_stage:
+        total += grids.sendrecv_ms[
+            _clamp_nb(c, CLAMP_TOKENS, t_rounded, grids.sendrecv_ms.shape[0])
+        ]
+    return total

@@ -1,0 +1,1 @@
+"""vidur-fast: a fast LLM inference serving simulator."""
