@@ -1,0 +1,101 @@
+"""Counted KV-block accounting (Vidur's allocation map: counts per request, no block ids)."""
+
+from numba import njit
+
+
+@njit(cache=True, nogil=True)
+def _ceil_div_nb(a, b):
+    """ceil(a / b) for non-negative ints.
+
+    Mutates: nothing.
+    Returns: int.
+    """
+    return (a + b - 1) // b
+
+
+@njit(cache=True, nogil=True)
+def free_blocks_nb(reps, reqs, p, r):
+    """Blocks not allocated on replica r.
+
+    Mutates: nothing.
+    Returns: int.
+    """
+    return p.num_blocks - reps.alloc_blocks[r]
+
+
+@njit(cache=True, nogil=True)
+def _kv_touch_nb(reps, r, now_ns):
+    """Accumulate the time integral of allocated blocks up to now.
+
+    Mutates: reps.kv_area, reps.kv_last_ns.
+    Returns: nothing.
+    """
+    if now_ns > reps.kv_last_ns[r]:
+        reps.kv_area[r] += reps.alloc_blocks[r] * float(now_ns - reps.kv_last_ns[r])
+        reps.kv_last_ns[r] = now_ns
+
+
+@njit(cache=True, nogil=True)
+def alloc_nb(reps, reqs, r, i, n, now_ns):
+    """Give n more blocks to request i on replica r (caller checked capacity).
+
+    Mutates: reps.alloc_*, reps.kv_*, reqs.blocks.
+    Returns: nothing.
+    """
+    if n <= 0:
+        return
+    _kv_touch_nb(reps, r, now_ns)
+    if reqs.blocks[i] == 0:
+        reps.alloc_reqs[r] += 1
+    reqs.blocks[i] += n
+    reps.alloc_blocks[r] += n
+    if reps.alloc_blocks[r] > reps.kv_peak[r]:
+        reps.kv_peak[r] = reps.alloc_blocks[r]
+
+
+@njit(cache=True, nogil=True)
+def release_nb(reps, reqs, r, i, now_ns):
+    """Free all blocks of request i on replica r.
+
+    Mutates: reps.alloc_*, reps.kv_*, reqs.blocks.
+    Returns: blocks freed.
+    """
+    n = reqs.blocks[i]
+    if n == 0:
+        return 0
+    _kv_touch_nb(reps, r, now_ns)
+    reps.alloc_blocks[r] -= n
+    reps.alloc_reqs[r] -= 1
+    reqs.blocks[i] = 0
+    return n
+
+
+@njit(cache=True, nogil=True)
+def can_allocate_request_nb(reps, reqs, p, r, i):
+    """Vidur vLLM/Sarathi admission test: a new request needs its whole prompt above the
+    watermark; an admitted one needs at least one free block.
+
+    Mutates: nothing.
+    Returns: bool.
+    """
+    free = p.num_blocks - reps.alloc_blocks[r]
+    if reqs.blocks[i] == 0:
+        need = _ceil_div_nb(reqs.prompt[i], p.block_size)
+        return free - need >= p.watermark_blocks
+    return free >= 1
+
+
+@njit(cache=True, nogil=True)
+def allocate_request_nb(reps, reqs, p, r, i, now_ns):
+    """Vidur vLLM/Sarathi allocation: the whole prompt on admission, then one block whenever
+    the next token crosses a block boundary.
+
+    Mutates: reps, reqs.blocks.
+    Returns: nothing.
+    """
+    if reqs.blocks[i] == 0:
+        alloc_nb(reps, reqs, r, i, _ceil_div_nb(reqs.prompt[i], p.block_size), now_ns)
+        return
+    reserved = reqs.blocks[i] * p.block_size
+    if reqs.processed[i] > reserved:
+        alloc_nb(reps, reqs, r, i, 1, now_ns)

@@ -1,0 +1,147 @@
+"""Request transitions shared by the schedulers: batch slots, restarts, token updates."""
+
+import math
+
+from numba import njit
+
+from vidur_fast.kernels.blocks import release_nb
+from vidur_fast.kernels.dtypes import NEVER, ReqStatus
+from vidur_fast.kernels.queues import wq_push_front_nb
+
+# ---- batch slots ----
+
+
+@njit(cache=True, nogil=True)
+def batch_add_nb(reps, r, s, i, n):
+    """Append request i with n tokens to the batch being formed in slot s of replica r.
+
+    Mutates: reps.bat_req, reps.bat_tok, reps.bat_n.
+    Returns: nothing.
+    """
+    k = reps.bat_n[r, s]
+    reps.bat_req[r, s, k] = i
+    reps.bat_tok[r, s, k] = n
+    reps.bat_n[r, s] = k + 1
+
+
+@njit(cache=True, nogil=True)
+def batch_tokens_nb(reps, r, s):
+    """Tokens already in the batch being formed.
+
+    Mutates: nothing.
+    Returns: int.
+    """
+    t = 0
+    for k in range(reps.bat_n[r, s]):
+        t += reps.bat_tok[r, s, k]
+    return t
+
+
+# ---- Vidur (legacy) request transitions ----
+
+
+@njit(cache=True, nogil=True)
+def restart_nb(reqs, i):
+    """Recompute preemption: everything processed so far becomes prompt.
+
+    NOTE(fix): Vidur shrinks the prompt of a request preempted mid-prefill and relabels the rest
+    as decode tokens (SPEC 12.9); here the prompt never shrinks.
+    Mutates: reqs (prompt, decode, processed, prefill_done, restarts, status).
+    Returns: nothing.
+    """
+    new_p = reqs.processed[i]
+    if new_p < reqs.prompt[i]:
+        new_p = reqs.prompt[i]
+    reqs.prompt[i] = new_p
+    reqs.decode[i] = reqs.total[i] - new_p
+    reqs.processed[i] = 0
+    reqs.prefill_done[i] = 0
+    reqs.restarts[i] += 1
+    reqs.status[i] = ReqStatus.WAITING
+
+
+@njit(cache=True, nogil=True)
+def preempt_to_waiting_nb(reps, reqs, r, i, now_ns):
+    """Restart request i, free its blocks and put it at the head of the waiting queue.
+
+    Mutates: reqs, reps.
+    Returns: nothing.
+    """
+    restart_nb(reqs, i)
+    release_nb(reps, reqs, r, i, now_ns)
+    wq_push_front_nb(reps, reqs, r, i)
+    reps.preemptions[r] += 1
+
+
+@njit(cache=True, nogil=True)
+def emit_token_nb(reqs, hist, i, now_ns):
+    """Record one output token of request i at now: first-token time or an inter-token gap.
+
+    Mutates: reqs (generated, first_tok_ns, last_tok_ns, tbt_*), hist (TBT histogram).
+    Returns: nothing.
+    """
+    reqs.generated[i] += 1
+    if reqs.first_tok_ns[i] == NEVER:
+        reqs.first_tok_ns[i] = now_ns
+    elif reqs.generated[i] > 1:
+        gap = now_ns - reqs.last_tok_ns[i]
+        reqs.tbt_n[i] += 1
+        reqs.tbt_sum_ns[i] += gap
+        if gap > reqs.tbt_max_ns[i]:
+            reqs.tbt_max_ns[i] = gap
+        _hist_add_nb(hist, gap)
+    reqs.last_tok_ns[i] = now_ns
+
+
+# TBT histogram: bucket k holds gaps in [HIST_MIN_NS * HIST_RATIO^k, ... * HIST_RATIO^(k+1)).
+HIST_MIN_NS = 1000.0
+HIST_RATIO = 1.01
+
+
+@njit(cache=True, nogil=True)
+def _hist_add_nb(hist, gap_ns):
+    """Count one gap in the log-bucket histogram (1% relative bucket width).
+
+    Mutates: hist.
+    Returns: nothing.
+    """
+    if gap_ns <= HIST_MIN_NS:
+        k = 0
+    else:
+        k = int(math.log(gap_ns / HIST_MIN_NS) / math.log(HIST_RATIO)) + 1
+    if k >= hist.shape[0]:
+        k = hist.shape[0] - 1
+    hist[k] += 1
+
+
+@njit(cache=True, nogil=True)
+def advance_legacy_nb(reqs, hist, i, n, now_ns):
+    """Vidur's on_batch_end for one request: processed += n, a bonus token at prefill end.
+
+    Mutates: reqs, hist.
+    Returns: True when the request completed.
+    """
+    reqs.processed[i] += n
+    if reqs.prefill_done[i] == 0:
+        if reqs.processed[i] == reqs.prompt[i]:
+            reqs.prefill_done[i] = 1
+            reqs.processed[i] += 1
+            emit_token_nb(reqs, hist, i, now_ns)
+    else:
+        emit_token_nb(reqs, hist, i, now_ns)
+    return reqs.processed[i] >= reqs.prompt[i] + reqs.decode[i]
+
+
+@njit(cache=True, nogil=True)
+def advance_v1_nb(reqs, hist, i, n, now_ns):
+    """vLLM v1 update_from_output for one request: a token is sampled only when the computed
+    tokens reach the sequence length (prompt + generated).
+
+    Mutates: reqs, hist.
+    Returns: True when the request has produced all its output tokens.
+    """
+    reqs.processed[i] += n
+    if reqs.processed[i] >= reqs.prompt[i] + reqs.generated[i]:
+        reqs.prefill_done[i] = 1
+        emit_token_nb(reqs, hist, i, now_ns)
+    return reqs.generated[i] >= reqs.orig_decode[i]

@@ -1,0 +1,289 @@
+"""The time loop: merge arrivals with replica batch ends, form batches, time them."""
+
+import numpy as np
+from numba import njit
+
+from vidur_fast.kernels.blocks import release_nb
+from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_MS, ReqStatus, SchedPolicy
+from vidur_fast.kernels.lifecycle import advance_legacy_nb, advance_v1_nb
+from vidur_fast.kernels.queues import run_remove_at_nb, wq_push_back_nb
+from vidur_fast.kernels.router import on_prefill_end_nb, on_request_end_nb, route_request_nb
+from vidur_fast.kernels.sched_legacy import (
+    requeue_after_batch_legacy_nb,
+    schedule_faster_transformer_nb,
+    schedule_orca_nb,
+    schedule_sarathi_nb,
+    schedule_vllm_nb,
+)
+from vidur_fast.kernels.sched_v1 import schedule_vllm_v1_nb
+from vidur_fast.kernels.timing import KV_RULE_PER_REQUEST, ceil_to_nb, stage_time_ms_nb
+
+# run_nb return codes
+DONE = 0
+LOG_FULL = 1
+MAX_STEPS = 2
+TIME_LIMIT = 3
+BROKEN = 4
+
+# loop state slots (int64 array carried across resumptions)
+LS_NEXT_REQ = 0
+LS_DONE = 1
+LS_NOW = 2
+LS_STEPS = 3
+N_LS = 4
+
+
+@njit(cache=True, nogil=True)
+def _replica_next_ns_nb(reps, r):
+    """Time of replica r's next event: its pending wake-up or earliest batch end.
+
+    Mutates: nothing.
+    Returns: int64 ns (NEVER when idle).
+    """
+    t = reps.wake[r]
+    for s in range(reps.bat_end.shape[1]):
+        if reps.bat_end[r, s] < t:
+            t = reps.bat_end[r, s]
+    return t
+
+
+@njit(cache=True, nogil=True)
+def _earliest_replica_nb(reps):
+    """Replica with the earliest event; ties go to the lowest id.
+
+    Mutates: nothing.
+    Returns: (replica, time).
+    """
+    best = 0
+    tb = _replica_next_ns_nb(reps, 0)
+    for r in range(1, reps.wake.shape[0]):
+        t = _replica_next_ns_nb(reps, r)
+        if t < tb:
+            tb = t
+            best = r
+    return best, tb
+
+
+@njit(cache=True, nogil=True)
+def _schedule_nb(reps, reqs, p, r, s, now_ns):
+    """Dispatch to the replica scheduler selected by p.policy.
+
+    Mutates: reps, reqs.
+    Returns: requests in the new batch.
+    """
+    if p.policy == SchedPolicy.SARATHI:
+        return schedule_sarathi_nb(reps, reqs, p, r, s, now_ns)
+    if p.policy == SchedPolicy.VLLM_V1:
+        return schedule_vllm_v1_nb(reps, reqs, p, r, s, now_ns)
+    if p.policy == SchedPolicy.VLLM:
+        return schedule_vllm_nb(reps, reqs, p, r, s, now_ns)
+    if p.policy == SchedPolicy.ORCA:
+        return schedule_orca_nb(reps, reqs, p, r, s, now_ns)
+    return schedule_faster_transformer_nb(reps, reqs, p, r, s, now_ns)
+
+
+@njit(cache=True, nogil=True)
+def _is_decode_nb(reqs, p, i, n):
+    """Whether request i's n tokens in a batch count as decode (for timing features).
+
+    Mutates: nothing.
+    Returns: bool.
+    """
+    if p.policy == SchedPolicy.VLLM_V1:
+        return reqs.prefill_done[i] == 1 and n == 1
+    return reqs.prefill_done[i] == 1
+
+
+@njit(cache=True, nogil=True)
+def _launch_batch_nb(reps, reqs, log, grids, tp, p, r, s, now_ns):
+    """Time the batch just formed in slot s through every pipeline stage and account it.
+
+    Mutates: reps (slot end, stages, counters), reqs (timestamps, exec/preempt), log,
+    grids.counters.
+    Returns: nothing.
+    """
+    n_tok = 0
+    n_dec = 0
+    dec_kv = 0
+    n_pre = 0
+    pre_kv = 0
+    pre_sq = 0
+    pre_tok = 0
+    for k in range(reps.bat_n[r, s]):
+        i = reps.bat_req[r, s, k]
+        n = reps.bat_tok[r, s, k]
+        n_tok += n
+        if _is_decode_nb(reqs, p, i, n):
+            n_dec += 1
+            dec_kv += reqs.processed[i]
+        else:
+            n_pre += 1
+            pre_tok += n
+            pre_sq += n * n
+            if tp.kv_rule == KV_RULE_PER_REQUEST:
+                pre_kv += ceil_to_nb(reqs.processed[i], tp.g)
+            else:
+                pre_kv += reqs.processed[i]
+    start0 = now_ns if now_ns > reps.stage_free[r, 0] else reps.stage_free[r, 0]
+    t = start0
+    gaps = 0
+    exec_ns = 0
+    cpu_ns = np.int64(round(tp.cpu_overhead_ms * NS_PER_MS))
+    first_dur = 0
+    for st in range(p.pp):
+        ms = stage_time_ms_nb(
+            grids, tp, n_tok, n_dec, dec_kv, n_pre, pre_kv, pre_sq, st == p.pp - 1
+        )
+        dur = np.int64(round(ms * NS_PER_MS))
+        if dur < 1:
+            dur = 1
+        if st == 0:
+            first_dur = dur
+        else:
+            begin = t if t > reps.stage_free[r, st] else reps.stage_free[r, st]
+            gaps += begin - t
+            t = begin
+        t += dur
+        reps.stage_free[r, st] = t
+        reps.busy_ns[r, st] += dur
+        exec_ns += dur
+    end = t
+    for k in range(reps.bat_n[r, s]):
+        i = reps.bat_req[r, s, k]
+        if reqs.sched_ns[i] == NEVER:
+            reqs.sched_ns[i] = now_ns
+        if reqs.last_stage_end_ns[i] != 0:
+            reqs.preempt_ns[i] += start0 - reqs.last_stage_end_ns[i]
+        reqs.preempt_ns[i] += gaps
+        reqs.exec_ns[i] += exec_ns
+        reqs.model_ns[i] += exec_ns - cpu_ns * p.pp
+        reqs.last_stage_end_ns[i] = end
+        reqs.status[i] = ReqStatus.RUNNING
+    reps.bat_end[r, s] = end
+    reps.bat_seq[r, s] = reps.n_batches[r]
+    reps.bat_npre[r, s] = pre_tok
+    reps.n_batches[r] += 1
+    reps.inflight[r] += 1
+    c = log.n[0]
+    log.start_ns[c] = now_ns
+    log.end_ns[c] = end
+    log.replica[c] = r
+    log.size[c] = reps.bat_n[r, s]
+    log.n_tokens[c] = n_tok
+    log.n_prefill_tokens[c] = pre_tok
+    log.n_decode_tokens[c] = n_tok - pre_tok
+    log.stage_ns[c] = first_dur
+    log.alloc_blocks[c] = reps.alloc_blocks[r]
+    log.waiting[c] = reps.wq_len[r]
+    log.preempted[c] = 0
+    log.n[0] = c + 1
+
+
+@njit(cache=True, nogil=True)
+def _finish_batch_nb(reps, reqs, hist, p, r, s, now_ns):
+    """Apply a finished batch: token updates, completions, frees, requeue the rest.
+
+    Mutates: reps, reqs, hist.
+    Returns: requests completed (or -1 on a broken invariant).
+    """
+    done = 0
+    v1 = p.policy == SchedPolicy.VLLM_V1
+    for k in range(reps.bat_n[r, s]):
+        i = reps.bat_req[r, s, k]
+        n = reps.bat_tok[r, s, k]
+        g_before = reqs.generated[i]
+        if v1:
+            complete = advance_v1_nb(reqs, hist, i, n, now_ns)
+        else:
+            complete = advance_legacy_nb(reqs, hist, i, n, now_ns)
+        if g_before == 0 and reqs.generated[i] == 1:
+            on_prefill_end_nb(reps, reqs, p, r, i)
+        if complete:
+            reqs.status[i] = ReqStatus.FINISHED
+            reqs.done_ns[i] = now_ns
+            release_nb(reps, reqs, r, i, now_ns)
+            on_request_end_nb(reps, reqs, p, r, i)
+            done += 1
+            if v1:
+                for j in range(reps.run_n[r]):
+                    if reps.run[r, j] == i:
+                        run_remove_at_nb(reps, r, j)
+                        break
+        elif not v1:
+            if not requeue_after_batch_legacy_nb(reps, reqs, r, i, reps.bat_seq[r, s]):
+                return -1
+    reps.bat_n[r, s] = 0
+    reps.bat_end[r, s] = NEVER
+    reps.inflight[r] -= 1
+    return done
+
+
+@njit(cache=True, nogil=True)
+def run_nb(reqs, reps, log, hist, lstate, rstate, grids, tp, p, u_route, limit_ns, max_steps):
+    """Advance the cluster until all requests finish, the time limit passes, the batch log
+    fills, or max_steps loop iterations ran. Resumable: all progress lives in the arrays.
+
+    Ties: arrivals at time t are routed before any replica event at t; replica events at the
+    same time go in replica-id order; batch slots of one replica by end time then formation.
+    Mutates: reqs, reps, log, hist, lstate, rstate, grids.counters.
+    Returns: status code (DONE, LOG_FULL, MAX_STEPS, TIME_LIMIT, BROKEN).
+    """
+    n = reqs.arrival_ns.shape[0]
+    log_cap = log.start_ns.shape[0]
+    for _ in range(max_steps):
+        lstate[LS_STEPS] += 1
+        nr = lstate[LS_NEXT_REQ]
+        t_arr = reqs.arrival_ns[nr] if nr < n else NEVER
+        r, t_rep = _earliest_replica_nb(reps)
+        if t_arr == NEVER and t_rep == NEVER:
+            return DONE
+        t_next = t_arr if t_arr <= t_rep else t_rep
+        if limit_ns > 0 and t_next > limit_ns:
+            return TIME_LIMIT
+        if t_arr <= t_rep:
+            lstate[LS_NEXT_REQ] = nr + 1
+            lstate[LS_NOW] = t_arr
+            if reqs.rejected[nr] != 0:
+                continue
+            rr = route_request_nb(reps, reqs, rstate, p, nr, u_route[nr])
+            reqs.replica[nr] = rr
+            reqs.status[nr] = ReqStatus.WAITING
+            wq_push_back_nb(reps, reqs, rr, nr)
+            if reps.inflight[rr] < p.pp and reps.wake[rr] == NEVER:
+                reps.wake[rr] = t_arr
+            continue
+        if log.n[0] + p.pp > log_cap:
+            return LOG_FULL
+        lstate[LS_NOW] = t_rep
+        # the earliest finished slot of this replica, if its end is now
+        s_end = -1
+        for s in range(p.pp):
+            if reps.bat_end[r, s] == t_rep:
+                if s_end < 0 or reps.bat_seq[r, s] < reps.bat_seq[r, s_end]:
+                    s_end = s
+        if s_end >= 0:
+            d = _finish_batch_nb(reps, reqs, hist, p, r, s_end, t_rep)
+            if d < 0:
+                return BROKEN
+            lstate[LS_DONE] += d
+        reps.wake[r] = NEVER
+        while reps.inflight[r] < p.pp and log.n[0] < log_cap:
+            s_new = NO_ID
+            for s in range(p.pp):
+                if reps.bat_end[r, s] == NEVER and reps.bat_n[r, s] == 0:
+                    s_new = s
+                    break
+            if s_new == NO_ID:
+                break
+            pre0 = reps.preemptions[r]
+            if _schedule_nb(reps, reqs, p, r, s_new, t_rep) == 0:
+                # a step that only preempted: schedule again at once (an empty step costs 0)
+                if reps.preemptions[r] != pre0 and reps.inflight[r] == 0:
+                    continue
+                break
+            _launch_batch_nb(reps, reqs, log, grids, tp, p, r, s_new, t_rep)
+            log.preempted[log.n[0] - 1] = reps.preemptions[r] - pre0
+        if reps.inflight[r] < p.pp and log.n[0] >= log_cap:
+            # resume scheduling this replica after the flush
+            reps.wake[r] = t_rep
+    return MAX_STEPS

@@ -1,0 +1,106 @@
+"""Struct-of-arrays state bundles the kernels mutate (definitions only; allocated in Python)."""
+
+from typing import NamedTuple
+
+import numpy as np
+
+
+class Reqs(NamedTuple):
+    """Per-request columns; a request is a row index (sorted by arrival)."""
+
+    arrival_ns: np.ndarray  # int64
+    prompt: np.ndarray  # int64, current prefill length (Vidur restarts may grow it)
+    decode: np.ndarray  # int64, current decode length
+    total: np.ndarray  # int64, prompt + decode as given (never changes)
+    orig_decode: np.ndarray  # int64, decode tokens requested
+    session: np.ndarray  # int64, -1 = none
+    hash_off: np.ndarray  # int64[n+1], CSR offsets into the hash array
+    processed: np.ndarray  # int64, Vidur: tokens processed (+1 bonus); v1: computed tokens
+    generated: np.ndarray  # int64, output tokens emitted so far
+    status: np.ndarray  # int8, ReqStatus
+    replica: np.ndarray  # int32
+    prefill_done: np.ndarray  # uint8
+    blocks: np.ndarray  # int64, KV blocks held (counted allocators)
+    q_next: np.ndarray  # int64, waiting-queue link (NO_ID = end)
+    group: np.ndarray  # int64, batch group (faster_transformer)
+    sched_ns: np.ndarray  # int64, first scheduled (NEVER = not yet)
+    first_tok_ns: np.ndarray  # int64, first prefill completion
+    done_ns: np.ndarray  # int64, completion
+    restarts: np.ndarray  # int64
+    exec_ns: np.ndarray  # int64, sum of stage times
+    model_ns: np.ndarray  # int64, sum of stage model times (without host overhead)
+    preempt_ns: np.ndarray  # int64, gaps between consecutive stage executions
+    last_stage_end_ns: np.ndarray  # int64, 0 = never executed
+    last_tok_ns: np.ndarray  # int64, time the previous token was emitted
+    tbt_n: np.ndarray  # int64, number of inter-token gaps
+    tbt_sum_ns: np.ndarray  # int64
+    tbt_max_ns: np.ndarray  # int64
+    cached_tokens: np.ndarray  # int64, prefix-cache hit at first admission
+    rejected: np.ndarray  # uint8, could never run (reason code)
+
+
+class Reps(NamedTuple):
+    """Per-replica scheduler state, queues and in-flight batches."""
+
+    wq_head: np.ndarray  # int64[R], waiting queue linked through Reqs.q_next
+    wq_tail: np.ndarray  # int64[R]
+    wq_len: np.ndarray  # int64[R]
+    run: np.ndarray  # int64[R, cap], running (not in flight) requests, ordered
+    run_n: np.ndarray  # int64[R]
+    alloc_blocks: np.ndarray  # int64[R], blocks held by requests
+    alloc_reqs: np.ndarray  # int64[R], requests holding blocks (Vidur's allocation map size)
+    inflight: np.ndarray  # int64[R], batches in flight (<= PP)
+    bat_n: np.ndarray  # int64[R, PP], requests in the batch in slot
+    bat_req: np.ndarray  # int64[R, PP, cap]
+    bat_tok: np.ndarray  # int64[R, PP, cap]
+    bat_end: np.ndarray  # int64[R, PP], end of the last stage (NEVER = slot free)
+    bat_seq: np.ndarray  # int64[R, PP], formation order (ties between equal ends)
+    bat_npre: np.ndarray  # int64[R, PP], prefill tokens of the batch (for lop bookkeeping)
+    stage_free: np.ndarray  # int64[R, PP], when each pipeline stage becomes free
+    wake: np.ndarray  # int64[R], pending scheduling attempt (NEVER = none)
+    pending: np.ndarray  # int64[R], router load: lor requests or lop prefill tokens
+    busy_ns: np.ndarray  # int64[R, PP], stage busy time
+    preemptions: np.ndarray  # int64[R]
+    n_batches: np.ndarray  # int64[R]
+    lightllm_wait: np.ndarray  # int64[R], LightLLM waiting-iteration counter
+    kv_area: np.ndarray  # float64[R], integral of allocated blocks over time (block*ns)
+    kv_last_ns: np.ndarray  # int64[R], time of the last kv_area update
+    kv_peak: np.ndarray  # int64[R]
+
+
+class BatchLog(NamedTuple):
+    """Preallocated per-batch records with a cursor in n[0]."""
+
+    n: np.ndarray  # int64[1]
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    replica: np.ndarray
+    size: np.ndarray
+    n_tokens: np.ndarray
+    n_prefill_tokens: np.ndarray
+    n_decode_tokens: np.ndarray
+    stage_ns: np.ndarray  # duration of one (first) stage
+    alloc_blocks: np.ndarray  # allocated blocks after formation
+    waiting: np.ndarray  # waiting-queue length after formation
+    preempted: np.ndarray  # preemptions during formation
+
+
+class SchedParams(NamedTuple):
+    policy: int
+    router: int
+    n_replicas: int
+    pp: int
+    block_size: int
+    num_blocks: int
+    watermark_blocks: int
+    batch_cap: int  # Vidur batch_size_cap / vLLM max_num_seqs
+    max_micro_batch: int  # requests per micro-batch
+    chunk_size: int  # Sarathi chunk / vLLM v1 token budget
+    max_tokens_in_batch: int  # vLLM v0 / LightLLM
+    max_blocks_per_seq: int  # Orca / FasterTransformer worst-case reservation
+    max_batch_size: int  # Orca / FasterTransformer
+    max_waiting_iters: int  # LightLLM
+    long_prefill_threshold: int  # vLLM v1, 0 = off
+    max_model_len: int  # vLLM v1 cap on tokens per request
+    reserve_full_seq: int  # vLLM v1 full-sequence admission gate
+    fix_ft_leak: int  # free FasterTransformer requests when they finish (Vidur bug 4 fixed)

@@ -1,0 +1,118 @@
+"""Allocate the kernels' struct-of-arrays state for one run."""
+
+import numpy as np
+
+from vidur_fast.kernels.dtypes import NEVER, NO_ID, ReqStatus
+from vidur_fast.kernels.state import BatchLog, Reps, Reqs
+
+HIST_BUCKETS = 2400  # 1 us .. ~20 min at 1% relative width
+
+
+def alloc_reqs(
+    arrival_ns: np.ndarray,
+    prompt: np.ndarray,
+    decode: np.ndarray,
+    session: np.ndarray,
+    hash_off: np.ndarray,
+) -> Reqs:
+    n = arrival_ns.shape[0]
+    i64 = np.int64
+
+    def full(v):
+        return np.full(n, v, dtype=i64)
+
+    prompt = np.ascontiguousarray(prompt, dtype=i64).copy()
+    decode = np.ascontiguousarray(decode, dtype=i64).copy()
+    return Reqs(
+        arrival_ns=np.ascontiguousarray(arrival_ns, dtype=i64),
+        prompt=prompt,
+        decode=decode,
+        total=prompt + decode,
+        orig_decode=decode.copy(),
+        session=np.ascontiguousarray(session, dtype=i64),
+        hash_off=np.ascontiguousarray(hash_off, dtype=i64),
+        processed=full(0),
+        generated=full(0),
+        status=np.full(n, ReqStatus.PENDING, dtype=np.int8),
+        replica=np.full(n, NO_ID, dtype=np.int32),
+        prefill_done=np.zeros(n, dtype=np.uint8),
+        blocks=full(0),
+        q_next=full(NO_ID),
+        group=full(NO_ID),
+        sched_ns=full(NEVER),
+        first_tok_ns=full(NEVER),
+        done_ns=full(NEVER),
+        restarts=full(0),
+        exec_ns=full(0),
+        model_ns=full(0),
+        preempt_ns=full(0),
+        last_stage_end_ns=full(0),
+        last_tok_ns=full(0),
+        tbt_n=full(0),
+        tbt_sum_ns=full(0),
+        tbt_max_ns=full(0),
+        cached_tokens=full(0),
+        rejected=np.zeros(n, dtype=np.uint8),
+    )
+
+
+def alloc_reps(n_replicas: int, pp: int, batch_cap: int) -> Reps:
+    R = n_replicas
+    i64 = np.int64
+    # batch slots hold up to batch_cap requests plus scratch space at the tail
+    slot_cap = 2 * batch_cap + 2
+
+    def z(*shape):
+        return np.zeros(shape, dtype=i64)
+
+    def never(*shape):
+        return np.full(shape, NEVER, dtype=i64)
+
+    return Reps(
+        wq_head=np.full(R, NO_ID, dtype=i64),
+        wq_tail=np.full(R, NO_ID, dtype=i64),
+        wq_len=z(R),
+        run=np.full((R, slot_cap), NO_ID, dtype=i64),
+        run_n=z(R),
+        alloc_blocks=z(R),
+        alloc_reqs=z(R),
+        inflight=z(R),
+        bat_n=z(R, pp),
+        bat_req=np.full((R, pp, slot_cap), NO_ID, dtype=i64),
+        bat_tok=z(R, pp, slot_cap),
+        bat_end=never(R, pp),
+        bat_seq=z(R, pp),
+        bat_npre=z(R, pp),
+        stage_free=z(R, pp),
+        wake=never(R),
+        pending=z(R),
+        busy_ns=z(R, pp),
+        preemptions=z(R),
+        n_batches=z(R),
+        lightllm_wait=z(R),
+        kv_area=np.zeros(R, dtype=np.float64),
+        kv_last_ns=z(R),
+        kv_peak=z(R),
+    )
+
+
+def alloc_log(capacity: int) -> BatchLog:
+    i64 = np.int64
+    return BatchLog(
+        n=np.zeros(1, dtype=i64),
+        start_ns=np.zeros(capacity, dtype=i64),
+        end_ns=np.zeros(capacity, dtype=i64),
+        replica=np.zeros(capacity, dtype=i64),
+        size=np.zeros(capacity, dtype=i64),
+        n_tokens=np.zeros(capacity, dtype=i64),
+        n_prefill_tokens=np.zeros(capacity, dtype=i64),
+        n_decode_tokens=np.zeros(capacity, dtype=i64),
+        stage_ns=np.zeros(capacity, dtype=i64),
+        alloc_blocks=np.zeros(capacity, dtype=i64),
+        waiting=np.zeros(capacity, dtype=i64),
+        preempted=np.zeros(capacity, dtype=i64),
+    )
+
+
+def alloc_hist() -> np.ndarray:
+    return np.zeros(HIST_BUCKETS, dtype=np.int64)
