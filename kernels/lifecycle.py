@@ -3,7 +3,6 @@
 import math
 
 from numba import njit
-
 from vidur_fast.kernels.blocks import release_nb
 from vidur_fast.kernels.dtypes import NEVER, ReqStatus
 from vidur_fast.kernels.queues import wq_push_front_nb

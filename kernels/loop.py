@@ -2,7 +2,6 @@
 
 import numpy as np
 from numba import njit
-
 from vidur_fast.kernels.blocks import release_nb
 from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_MS, ReqStatus, SchedPolicy
 from vidur_fast.kernels.lifecycle import advance_legacy_nb, advance_v1_nb

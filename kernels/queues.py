@@ -1,7 +1,6 @@
 """Per-replica waiting queues (linked through request rows) and ordered running lists."""
 
 from numba import njit
-
 from vidur_fast.kernels.dtypes import NO_ID
 
 # ---- waiting queue: singly linked list over Reqs.q_next ----

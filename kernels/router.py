@@ -1,7 +1,6 @@
 """Global routers: pick a replica for each arriving request (early binding, as Vidur)."""
 
 from numba import njit
-
 from vidur_fast.kernels.dtypes import RouterPolicy
 
 

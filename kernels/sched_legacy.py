@@ -3,7 +3,6 @@ lightllm. Each fills batch slot s of replica r and returns the number of request
 """
 
 from numba import njit
-
 from vidur_fast.kernels.blocks import (
     alloc_nb,
     allocate_request_nb,

@@ -8,7 +8,6 @@ planner).
 """
 
 from numba import njit
-
 from vidur_fast.kernels.blocks import alloc_nb, release_nb
 from vidur_fast.kernels.dtypes import NO_ID, ReqStatus
 from vidur_fast.kernels.lifecycle import batch_add_nb
