@@ -1,1 +1,1 @@
-"""metrics."""
+"""Metrics: per-request tables and run summaries."""

@@ -1,1 +1,1 @@
-"""outputs."""
+"""Run-directory writers."""

@@ -1,0 +1,151 @@
+"""Python API: simulate(config) -> Result. No global state; same config -> same result."""
+
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from vidur_fast.catalog import default_node_for, get_device, get_model, get_node
+from vidur_fast.config import SimConfig
+from vidur_fast.engine.run import run_engine
+from vidur_fast.kernels.dtypes import NS_PER_S
+from vidur_fast.kernels.timing import (
+    CLAMP_DECODE_BATCH,
+    CLAMP_DECODE_KV,
+    CLAMP_PREFILL_CHUNK,
+    CLAMP_PREFILL_KV,
+    CLAMP_TOKENS,
+)
+from vidur_fast.metrics.requests import request_metrics
+from vidur_fast.metrics.summary import build_summary
+from vidur_fast.params import build_setup, rejection_codes
+from vidur_fast.timing.build import build_timing
+from vidur_fast.timing.config import validate_predictor
+from vidur_fast.workload.build import build_workload
+
+
+@dataclass
+class Result:
+    """Everything a run produced, as pandas tables plus the summary dict."""
+
+    config: SimConfig
+    summary: dict
+    requests: pd.DataFrame
+    batches: pd.DataFrame
+    replicas: pd.DataFrame
+    tbt_histogram: np.ndarray
+    timing_meta: dict = field(default_factory=dict)
+    phases_s: dict = field(default_factory=dict)
+
+
+def _replica_table(out, sp, end_ns: int) -> pd.DataFrame:
+    reps = out.reps
+    span = max(end_ns, 1)
+    # close the kv-usage integral at the end of the run
+    area = reps.kv_area + reps.alloc_blocks * np.maximum(end_ns - reps.kv_last_ns, 0)
+    return pd.DataFrame(
+        {
+            "replica": np.arange(sp.n_replicas),
+            "batches": reps.n_batches.copy(),
+            "preemptions": reps.preemptions.copy(),
+            "num_blocks": np.full(sp.n_replicas, sp.num_blocks),
+            "kv_usage_mean": area / span / sp.num_blocks,
+            "kv_usage_peak": reps.kv_peak / sp.num_blocks,
+            "busy_fraction": reps.busy_ns[:, 0] / span,
+            "requests_completed": np.bincount(
+                out.reqs.replica[out.reqs.replica >= 0], minlength=sp.n_replicas
+            )[: sp.n_replicas],
+        }
+    )
+
+
+def simulate(cfg: SimConfig, *, progress: bool = False) -> Result:
+    """Run one simulation in memory (no files written; see outputs.write_run)."""
+    phases = {}
+    t = time.perf_counter()
+    validate_predictor(cfg.predictor)
+    model = get_model(cfg.cluster.model)
+    device = get_device(cfg.cluster.device)
+    node = get_node(cfg.cluster.node or default_node_for(device.name))
+    setup = build_setup(cfg, model, device)
+    if cfg.time_limit_s < 0:
+        from vidur_fast.errors import ConfigError
+
+        raise ConfigError(f"time_limit_s: must be >= 0 (got {cfg.time_limit_s})")
+    wl = build_workload(cfg.workload, cfg.seed, block_size=setup.block_size)
+    phases["workload_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    timing = build_timing(
+        model,
+        device,
+        node,
+        cfg.cluster.tp,
+        cfg.cluster.pp,
+        cfg.predictor,
+        block_size=setup.block_size,
+        progress=progress,
+    )
+    phases["timing_s"] = time.perf_counter() - t
+    rejected = rejection_codes(wl.prompt_tokens, wl.decode_tokens, setup)
+    # one Generator per purpose, seeded from the config seed
+    u_route = np.random.default_rng([cfg.seed, 1]).random(len(wl))
+    grids = timing.grids._replace(counters=np.zeros_like(timing.grids.counters))
+    out = run_engine(
+        wl.arrival_s,
+        wl.prompt_tokens,
+        wl.decode_tokens,
+        wl.session_id,
+        wl.hash_offsets,
+        rejected,
+        grids,
+        timing.params,
+        setup.params,
+        u_route,
+        cfg.time_limit_s,
+        progress,
+    )
+    phases["loop_s"] = out.loop_s
+    t = time.perf_counter()
+    req = request_metrics(out.reqs, wl.arrival_s)
+    replicas = _replica_table(out, setup.params, out.end_ns)
+    c = grids.counters
+    clamped = {
+        "tokens": int(c[CLAMP_TOKENS]),
+        "decode_batch": int(c[CLAMP_DECODE_BATCH]),
+        "decode_kv": int(c[CLAMP_DECODE_KV]),
+        "prefill_kv": int(c[CLAMP_PREFILL_KV]),
+        "prefill_chunk": int(c[CLAMP_PREFILL_CHUNK]),
+    }
+    summary = build_summary(
+        req,
+        replicas,
+        out.hist,
+        out.end_ns / NS_PER_S,
+        cfg.cluster.tp * cfg.cluster.pp,
+        device.price_per_hour_usd,
+        clamped,
+        out.status,
+    )
+    summary["num_blocks_per_replica"] = int(setup.params.num_blocks)
+    summary["timing_source"] = timing.meta.get("source")
+    summary["timing_cache_key"] = timing.meta.get("key")
+    batches = out.batches.copy()
+    for col in ("start_ns", "end_ns", "stage_ns"):
+        batches[col.replace("_ns", "_s")] = batches.pop(col) / NS_PER_S
+    phases["metrics_s"] = time.perf_counter() - t
+    return Result(cfg, summary, req, batches, replicas, out.hist, timing.meta, phases)
+
+
+def config_dict(cfg: SimConfig) -> dict:
+    """The config as plain JSON-able data, each union member tagged with its type name."""
+
+    def tag(obj):
+        if hasattr(obj, "__dataclass_fields__"):
+            d = {"type": type(obj).__name__}
+            for k in obj.__dataclass_fields__:
+                d[k] = tag(getattr(obj, k))
+            return d
+        return obj
+
+    return tag(cfg) if cfg is not None else asdict(cfg)

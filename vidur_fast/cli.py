@@ -1,0 +1,116 @@
+"""`vidur-fast` command line: simulate (default), profiles {list,build,show}."""
+
+import datetime
+import sys
+from dataclasses import dataclass, field, replace
+
+import tyro
+
+from vidur_fast.errors import UserError
+
+COMMANDS = ("simulate", "profiles")
+
+
+def _die(msg: str) -> None:
+    print(f"error: {msg}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def cmd_simulate(argv: list[str]) -> int:
+    from vidur_fast.api import simulate
+    from vidur_fast.config import SimConfig
+    from vidur_fast.outputs.writer import check_output_dir, write_run
+    from vidur_fast.report_table import format_summary
+
+    cfg = tyro.cli(
+        SimConfig,
+        args=argv,
+        prog="vidur-fast simulate",
+    )
+    if cfg.output.dir is None:
+        stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S-%f")
+        cfg = replace(cfg, output=replace(cfg.output, dir=f"runs/{stamp}"))
+    check_output_dir(cfg.output)
+    result = simulate(cfg, progress=not cfg.quiet)
+    path = write_run(result, cfg.output)
+    if not cfg.quiet:
+        print(format_summary(result.summary))
+        print(f"run directory: {path}")
+    return 0
+
+
+@dataclass(frozen=True)
+class ProfilesList:
+    """List the models, devices, nodes and timing sources available."""
+
+    profile_dir: str | None = None
+    """A Vidur-layout profile directory to inspect as well."""
+
+
+def _profiles_types():
+    from vidur_fast.timing.config import PredictorConfig
+
+    @dataclass(frozen=True)
+    class Build:
+        """Fit the operator models and build (or refresh) the cached timing grids."""
+
+        model: str = "meta-llama/Meta-Llama-3-8B"
+        """Catalog model name or HF config.json path."""
+        device: str = "h100"
+        """GPU type."""
+        node: str | None = None
+        """Node type; None = the usual node for the device."""
+        tp: int = 1
+        """Tensor parallel size."""
+        pp: int = 1
+        """Pipeline stages."""
+        predictor: PredictorConfig = field(default_factory=PredictorConfig)
+
+    @dataclass(frozen=True)
+    class Show(Build):
+        """Print per-layer operator times (ms) for a configuration at a few batch shapes."""
+
+    return Build, Show
+
+
+def cmd_profiles(argv: list[str]) -> int:
+    from typing import Annotated
+
+    build_t, show_t = _profiles_types()
+    sub = tyro.cli(
+        Annotated[ProfilesList, tyro.conf.subcommand("list")]
+        | Annotated[build_t, tyro.conf.subcommand("build")]
+        | Annotated[show_t, tyro.conf.subcommand("show")],
+        args=argv,
+        prog="vidur-fast profiles",
+    )
+    from vidur_fast.profiles_cmd import profiles_build, profiles_list, profiles_show
+
+    if isinstance(sub, ProfilesList):
+        return profiles_list(sub.profile_dir)
+    if isinstance(sub, show_t):
+        return profiles_show(sub)
+    return profiles_build(sub)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    cmd = "simulate"
+    if argv and argv[0] in COMMANDS:
+        cmd = argv.pop(0)
+    elif argv and not argv[0].startswith("-") and ":" not in argv[0]:
+        _die(f"unknown command {argv[0]!r}; commands: {', '.join(COMMANDS)}")
+    try:
+        if cmd == "simulate":
+            return cmd_simulate(argv)
+        return cmd_profiles(argv)
+    except UserError as exc:
+        _die(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

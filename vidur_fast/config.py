@@ -1,0 +1,198 @@
+"""Simulation config: frozen dataclasses that tyro turns into the CLI.
+
+Unions of dataclasses select policies (tyro subcommands); `params.py` validates and turns the
+config into kernel parameters. Nothing here writes files or changes values.
+"""
+
+from dataclasses import dataclass, field
+from typing import Annotated
+
+import tyro
+
+from vidur_fast.timing.config import PredictorConfig
+from vidur_fast.workload.config import SyntheticWorkload, TraceWorkload
+
+# ---- replica schedulers ----
+
+
+@dataclass(frozen=True)
+class VllmV1Scheduler:
+    """vLLM v1: one token budget per step shared by decodes and prefill chunks, running requests
+    first, recompute preemption of the newest running request (the recommended scheduler)."""
+
+    max_num_batched_tokens: int = 8192
+    """Token budget per step."""
+    max_num_seqs: int = 256
+    """Most requests running at once."""
+    long_prefill_token_threshold: int = 0
+    """Cap on one request's tokens per step when several requests are active (0 = off)."""
+    block_size: int = 16
+    """Tokens per KV block."""
+    num_blocks: int | None = None
+    """KV blocks per replica; None = planned from memory (one block is reserved, as vLLM)."""
+    reserve_full_sequence: bool = True
+    """Admit a request only if its whole current sequence fits in free blocks (vLLM default)."""
+    max_model_len: int | None = None
+    """Longest sequence a request may reach; None = the model's max_position_embeddings."""
+
+
+@dataclass(frozen=True)
+class SarathiScheduler:
+    """Sarathi-Serve (Vidur's default): decodes first, then prefill chunks within chunk_size."""
+
+    chunk_size: int = 512
+    """Tokens per batch (decodes consume it but are never cut)."""
+    batch_size_cap: int = 128
+    """Most requests holding KV at once."""
+    block_size: int = 16
+    """Tokens per KV block."""
+    watermark_blocks_fraction: float = 0.01
+    """Blocks kept free when admitting new requests."""
+    num_blocks: int | None = None
+    """KV blocks per replica; None = Vidur's request-slot planner."""
+    max_tokens: int = 4096
+    """Per-request token bound the request-slot planner reserves for."""
+
+
+@dataclass(frozen=True)
+class VllmV0Scheduler:
+    """vLLM v0 as Vidur models it: prefill-only batches of whole prompts first, else decodes."""
+
+    batch_size_cap: int = 128
+    """Most requests holding KV at once."""
+    max_tokens_in_batch: int = 4096
+    """Padded token bound of a prefill batch (requests x longest prompt)."""
+    block_size: int = 16
+    """Tokens per KV block."""
+    watermark_blocks_fraction: float = 0.01
+    """Blocks kept free when admitting new requests."""
+    num_blocks: int | None = None
+    """KV blocks per replica; None = Vidur's request-slot planner."""
+    max_tokens: int = 4096
+    """Per-request token bound the request-slot planner reserves for."""
+
+
+@dataclass(frozen=True)
+class OrcaScheduler:
+    """Orca iteration-level batching: whole prompts, worst-case KV reservation per request."""
+
+    batch_size_cap: int = 128
+    """Most requests per batch."""
+    block_size: int = 16
+    """Tokens per KV block."""
+    num_blocks: int | None = None
+    """KV blocks per replica; None = Vidur's request-slot planner."""
+    max_tokens: int = 4096
+    """Per-request token bound (each request reserves this much KV)."""
+
+
+@dataclass(frozen=True)
+class FasterTransformerScheduler:
+    """FasterTransformer request-level (static) batching."""
+
+    batch_size_cap: int = 128
+    """Most requests per batch."""
+    block_size: int = 16
+    """Tokens per KV block."""
+    num_blocks: int | None = None
+    """KV blocks per replica; None = Vidur's request-slot planner."""
+    max_tokens: int = 4096
+    """Per-request token bound (each request reserves this much KV)."""
+
+
+Scheduler = (
+    Annotated[VllmV1Scheduler, tyro.conf.subcommand("vllm_v1")]
+    | Annotated[SarathiScheduler, tyro.conf.subcommand("sarathi")]
+    | Annotated[VllmV0Scheduler, tyro.conf.subcommand("vllm")]
+    | Annotated[OrcaScheduler, tyro.conf.subcommand("orca")]
+    | Annotated[FasterTransformerScheduler, tyro.conf.subcommand("faster_transformer")]
+)
+
+# ---- routers ----
+
+
+@dataclass(frozen=True)
+class RoundRobinRouter:
+    """Replica = request index mod replicas."""
+
+
+@dataclass(frozen=True)
+class RandomRouter:
+    """Uniformly random replica (seeded)."""
+
+
+@dataclass(frozen=True)
+class LeastOutstandingRequestsRouter:
+    """Fewest requests routed and not finished (ties: lowest replica id)."""
+
+
+@dataclass(frozen=True)
+class LeastOutstandingPrefillRouter:
+    """Fewest prompt tokens routed whose prefill has not completed (ties: lowest id)."""
+
+
+Router = (
+    Annotated[RoundRobinRouter, tyro.conf.subcommand("round_robin")]
+    | Annotated[RandomRouter, tyro.conf.subcommand("random")]
+    | Annotated[LeastOutstandingRequestsRouter, tyro.conf.subcommand("lor")]
+    | Annotated[LeastOutstandingPrefillRouter, tyro.conf.subcommand("lop")]
+)
+
+# ---- cluster and outputs ----
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """What is deployed: model, GPU, parallelism, replicas."""
+
+    model: str = "meta-llama/Meta-Llama-3-8B"
+    """Catalog model name (see `vidur-fast profiles list`) or a path to a HF config.json."""
+    device: str = "h100"
+    """GPU type."""
+    node: str | None = None
+    """Node type (interconnect); None = the usual node for the device."""
+    tp: int = 1
+    """Tensor-parallel GPUs per replica."""
+    pp: int = 1
+    """Pipeline stages per replica."""
+    num_replicas: int = 1
+    """Identical replicas behind the router."""
+    memory_margin_fraction: float = 0.1
+    """GPU memory kept free by the planner."""
+
+
+@dataclass(frozen=True)
+class OutputConfig:
+    """Where and what to write."""
+
+    dir: str | None = None
+    """Run directory (used as given; the CLI picks runs/<timestamp> when unset)."""
+    write_metrics_h5: bool = True
+    """metrics.h5 with request, batch and replica tables."""
+    write_request_csv: bool = True
+    """request_metrics.csv with Vidur's per-request metric names."""
+    write_parquet: bool = False
+    """requests.parquet of the per-request metrics."""
+    overwrite: bool = False
+    """Replace an existing run directory."""
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """One simulation: cluster, workload, policies, timing model, outputs."""
+
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    workload: (
+        Annotated[SyntheticWorkload, tyro.conf.subcommand("synthetic")]
+        | Annotated[TraceWorkload, tyro.conf.subcommand("trace")]
+    ) = field(default_factory=SyntheticWorkload)
+    scheduler: Scheduler = field(default_factory=VllmV1Scheduler)
+    router: Router = field(default_factory=RoundRobinRouter)
+    predictor: PredictorConfig = field(default_factory=PredictorConfig)
+    output: OutputConfig = field(default_factory=OutputConfig)
+    seed: int = 0
+    """Seeds the workload and the random router; kernels are deterministic given inputs."""
+    time_limit_s: float = 0.0
+    """Stop simulating after this much simulated time (0 = run to completion)."""
+    quiet: bool = False
+    """No progress bar or summary table."""

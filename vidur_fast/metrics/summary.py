@@ -1,0 +1,98 @@
+"""Run summary: percentiles, throughput, utilisation, cost."""
+
+import numpy as np
+import pandas as pd
+
+from vidur_fast.engine.state import HIST_BUCKETS
+from vidur_fast.kernels.lifecycle import HIST_MIN_NS, HIST_RATIO
+
+SUMMARY_METRICS = (
+    "request_e2e_time",
+    "prefill_e2e_time",
+    "request_scheduling_delay",
+    "decode_time_execution_plus_preemption_normalized",
+    "request_execution_time",
+    "request_preemption_time",
+    "request_e2e_time_normalized",
+    "tbt_mean",
+)
+QUANTILES = (0.5, 0.9, 0.95, 0.99)
+
+
+def describe(x: np.ndarray) -> dict:
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return {"count": 0}
+    out = {"count": int(x.size), "mean": float(x.mean())}
+    for q in QUANTILES:
+        out[f"p{round(q * 100)}"] = float(np.quantile(x, q))
+    out["max"] = float(x.max())
+    return out
+
+
+def hist_bucket_upper_s() -> np.ndarray:
+    """Upper edge (s) of each TBT histogram bucket."""
+    k = np.arange(HIST_BUCKETS, dtype=np.float64)
+    return HIST_MIN_NS * HIST_RATIO**k / 1e9
+
+
+def hist_quantiles(hist: np.ndarray) -> dict:
+    """Quantiles of the inter-token gaps from the log-bucket histogram (<= 1% relative error)."""
+    total = int(hist.sum())
+    if total == 0:
+        return {"count": 0}
+    cdf = np.cumsum(hist)
+    edges = hist_bucket_upper_s()
+    out = {"count": total}
+    for q in QUANTILES:
+        k = int(np.searchsorted(cdf, q * total, side="left"))
+        out[f"p{round(q * 100)}"] = float(edges[min(k, edges.shape[0] - 1)])
+    nz = np.nonzero(hist)[0]
+    out["max"] = float(edges[nz[-1]])
+    return out
+
+
+def build_summary(
+    req: pd.DataFrame,
+    replicas: pd.DataFrame,
+    hist: np.ndarray,
+    sim_time_s: float,
+    gpus_per_replica: int,
+    price_per_gpu_hour: float,
+    clamped: dict,
+    status: str,
+) -> dict:
+    done = req["completed"].to_numpy()
+    n_done = int(done.sum())
+    dec = req["request_num_decode_tokens"].to_numpy()
+    pre = req["request_num_prefill_tokens"].to_numpy()
+    gpus = gpus_per_replica * len(replicas)
+    cost = price_per_gpu_hour * gpus * sim_time_s / 3600.0
+    out = {
+        "status": status,
+        "num_requests": int(len(req)),
+        "num_completed": n_done,
+        "num_rejected": int((req["rejected"] > 0).sum()),
+        "simulated_time_s": sim_time_s,
+        "throughput_requests_per_s": n_done / sim_time_s if sim_time_s > 0 else 0.0,
+        "throughput_output_tokens_per_s": float(dec[done].sum()) / sim_time_s
+        if sim_time_s > 0
+        else 0.0,
+        "throughput_total_tokens_per_s": float((dec + pre)[done].sum()) / sim_time_s
+        if sim_time_s > 0
+        else 0.0,
+        "num_preemptions": int(replicas["preemptions"].sum()),
+        "num_batches": int(replicas["batches"].sum()),
+        "prefix_cache_hit_tokens": int(req["request_num_prefill_tokens_cached"].sum()),
+        "kv_usage_mean": float(replicas["kv_usage_mean"].mean()),
+        "kv_usage_peak": float(replicas["kv_usage_peak"].max()),
+        "busy_fraction_mean": float(replicas["busy_fraction"].mean()),
+        "gpus": gpus,
+        "cost_usd": cost,
+        "cost_per_1k_requests_usd": 1000.0 * cost / n_done if n_done else None,
+        "clamped_lookups": clamped,
+        "tbt": hist_quantiles(hist),
+    }
+    for name in SUMMARY_METRICS:
+        out[name] = describe(req[name].to_numpy()[done])
+    return out

@@ -1,0 +1,206 @@
+"""build_timing: operator samples -> fitted models -> dense grids, through the on-disk cache."""
+
+import sys
+import time
+import warnings
+from dataclasses import dataclass
+from importlib.metadata import version
+
+import numpy as np
+import pandas as pd
+from tqdm import tqdm
+
+from vidur_fast.catalog import (
+    DeviceSpec,
+    ModelSpec,
+    NodeSpec,
+    default_node_for,
+    get_device,
+    get_model,
+    get_node,
+)
+from vidur_fast.errors import ProfileError
+from vidur_fast.kernels.timing import KV_RULE_PER_REQUEST, KV_RULE_SUM, TimingGrids, TimingParams
+from vidur_fast.timing.cache import (
+    CacheMiss,
+    cache_key,
+    entry_paths,
+    load_entry,
+    resolve_cache_dir,
+    save_entry,
+    value_settings,
+)
+from vidur_fast.timing.config import PredictorConfig, validate_predictor
+from vidur_fast.timing.fit import clean_rows, fit_all, fit_op, mape, op_tables
+from vidur_fast.timing.grids import GRID_FIELDS, build_grids, evaluate_points, make_grids
+from vidur_fast.timing.samples import OperatorSamples
+
+__all__ = [
+    "TimingModel",
+    "build_timing",
+    "held_out_accuracy",
+    "timing_from_samples",
+    "timing_params",
+]
+
+_GRID_STAGES = 4  # token ops, collectives, decode, prefill (see grids.build_grids)
+
+
+@dataclass(frozen=True)
+class TimingModel:
+    """Everything the timing kernel needs for one replica configuration."""
+
+    grids: TimingGrids
+    params: TimingParams
+    meta: dict
+    """key, source, provenance, settings, per-operator fit stats, from_cache, cache_path."""
+
+
+def timing_params(model: ModelSpec, tp: int, pp: int, cfg: PredictorConfig) -> TimingParams:
+    """Run-time timing parameters; batching overheads apply to GQA models only (SPEC 6.5)."""
+    gqa = model.is_gqa
+    return TimingParams(
+        g=cfg.kv_granularity,
+        gc=cfg.chunk_granularity,
+        layers_per_stage=model.num_layers // pp,
+        decode_overhead=float(cfg.decode_batching_overhead) if gqa else 0.0,
+        prefill_overhead=float(cfg.prefill_batching_overhead) if gqa else 0.0,
+        cpu_overhead_ms=float(cfg.cpu_overhead_ms),
+        kv_rule=KV_RULE_PER_REQUEST if cfg.kv_rule == "per_request" else KV_RULE_SUM,
+        tp=tp,
+        pp=pp,
+    )
+
+
+def build_timing(
+    model: ModelSpec | str,
+    device: DeviceSpec | str,
+    node: NodeSpec | str | None,
+    tp: int,
+    pp: int,
+    cfg: PredictorConfig,
+    *,
+    block_size: int = 16,
+    progress: bool = False,
+) -> TimingModel:
+    """Timing grids for model on device/node at TP x PP, from the cache or freshly built.
+
+    Names are looked up in the catalogs (node None: the device's usual node). Loads the
+    operator samples of cfg.source, then defers to timing_from_samples.
+    """
+    validate_predictor(cfg)
+    spec = model if isinstance(model, ModelSpec) else get_model(model)
+    spec.check_parallelism(tp, pp)
+    dev = device if isinstance(device, DeviceSpec) else get_device(device)
+    if node is None:
+        node = default_node_for(dev.name)
+    nd = node if isinstance(node, NodeSpec) else get_node(node)
+    # Lazy: the sources package pulls in parquet/YAML readers this module does not need.
+    from vidur_fast.timing.sources import load_samples
+
+    samples = load_samples(
+        cfg.source,
+        spec,
+        dev,
+        nd,
+        tp,
+        pp,
+        profile_dir=cfg.profile_dir,
+        backend=cfg.backend,
+        block_size=block_size,
+        precision=cfg.precision,
+    )
+    return timing_from_samples(samples, spec, tp, pp, cfg, progress=progress)
+
+
+def timing_from_samples(
+    samples: OperatorSamples,
+    model: ModelSpec,
+    tp: int,
+    pp: int,
+    cfg: PredictorConfig,
+    *,
+    progress: bool = False,
+) -> TimingModel:
+    """Timing grids for already-loaded samples, honouring cfg.cache_mode."""
+    validate_predictor(cfg)
+    params = timing_params(model, tp, pp, cfg)
+    key = cache_key(samples, cfg, model=model.name, tp=tp, pp=pp)
+    cache_dir = resolve_cache_dir(cfg)
+    npz_path = entry_paths(cache_dir, key)[0]
+    miss = f"cache not read (cache_mode={cfg.cache_mode})"
+    if cfg.cache_mode in ("use", "require"):
+        try:
+            arrays, record = load_entry(cache_dir, key)
+            meta = {**record, "from_cache": True, "cache_path": str(npz_path)}
+            return TimingModel(make_grids(**arrays), params, meta)
+        except CacheMiss as exc:
+            if cfg.cache_mode == "require":
+                raise ProfileError(f"predictor.cache_mode: 'require' but {exc}") from None
+            miss = str(exc)
+
+    grids, fit_stats, build_s = _build(samples, cfg, tp, pp, progress)
+    meta = {
+        "key": key,
+        "source": samples.source,
+        "provenance": samples.provenance,
+        "model": model.name,
+        "tp": tp,
+        "pp": pp,
+        "settings": value_settings(cfg),
+        "fit": fit_stats,
+        "build_s": round(build_s, 3),
+        "versions": {p: version(p) for p in ("numpy", "scikit-learn", "vidur-fast")},
+    }
+    if cfg.cache_mode in ("use", "refresh"):
+        try:
+            save_entry(cache_dir, key, {k: getattr(grids, k) for k in GRID_FIELDS}, meta)
+        except OSError as exc:  # an unwritable cache must not stop a run
+            warnings.warn(f"grid cache not written to {cache_dir}: {exc}", stacklevel=2)
+    meta.update(from_cache=False, cache_path=str(npz_path), cache_miss=miss)
+    return TimingModel(grids, params, meta)
+
+
+def _build(samples: OperatorSamples, cfg: PredictorConfig, tp: int, pp: int, progress: bool):
+    t0 = time.perf_counter()
+    total = len(op_tables(samples)) + _GRID_STAGES
+    with tqdm(total=total, disable=not progress, file=sys.stderr, desc="timing") as bar:
+
+        def step(stage: str) -> None:
+            bar.set_postfix_str(stage)
+            bar.update()
+
+        models = fit_all(samples, cfg, step=step)
+        grids = build_grids(models, cfg, tp, pp, step=step)
+    return grids, {name: m.stats for name, m in models.items()}, time.perf_counter() - t0
+
+
+def held_out_accuracy(samples: OperatorSamples, cfg: PredictorConfig) -> pd.DataFrame:
+    """Per-operator MAPE (%) on a deterministic 20% hold-out (seeded by cfg.random_state).
+
+    Predictions go through the same support/extrapolation rule as the grids.
+    """
+    validate_predictor(cfg)
+    rows = []
+    for name, (kind, X, y) in op_tables(samples).items():
+        X, y, _ = clean_rows(name, X, y)
+        if len(y) < 5:
+            continue
+        perm = np.random.default_rng(cfg.random_state).permutation(len(y))
+        n_test = max(1, round(0.2 * len(y)))
+        test, train = perm[:n_test], perm[n_test:]
+        m = fit_op(name, kind, X[train], y[train], cfg)
+        pred = evaluate_points(m, X[test])
+        ape = np.abs(pred - y[test]) / np.where(y[test] > 0, y[test], np.inf)
+        rows.append(
+            {
+                "op": name,
+                "kind": kind,
+                "n_train": len(train),
+                "n_test": n_test,
+                "mape_pct": mape(y[test], pred),
+                "p95_ape_pct": float(100 * np.quantile(ape, 0.95)),
+                "regressor": cfg.regressor,
+            }
+        )
+    return pd.DataFrame(rows)

@@ -1,0 +1,164 @@
+"""On-disk grid cache: one uncompressed .npz of arrays plus a .json sidecar of metadata.
+
+The key is a sha256 over everything the grid values depend on: the samples' provenance and
+content, the value-affecting predictor settings, the parallelism and GRID_FORMAT_VERSION. The
+sidecar stores sha256s of the arrays, checked on every load, so a truncated or edited file is
+detected instead of silently used. Writes go to a temp file in the same directory, then
+os.replace, so readers only ever see a complete file; the sidecar is written last and acts as
+the commit mark. No pickle anywhere (np.load(allow_pickle=False)).
+"""
+
+import hashlib
+import json
+import os
+import tempfile
+import zipfile
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from vidur_fast.timing.config import PredictorConfig
+from vidur_fast.timing.grids import GRID_FIELDS
+from vidur_fast.timing.samples import OperatorSamples
+
+GRID_FORMAT_VERSION = 1
+# Settings that change grid values; overheads applied at run time (TimingParams) are not here.
+VALUE_FIELDS = (
+    "regressor",
+    "n_estimators",
+    "max_depth",
+    "min_samples_split",
+    "random_state",
+    "polynomial_degree",
+    "work_normalized",
+    "max_tokens",
+    "max_batch_size",
+    "max_prefill_chunk",
+    "kv_granularity",
+    "chunk_granularity",
+    "nccl_launch_overhead_ms",
+)
+_FRAMES = ("token_ops", "decode", "prefill", "all_reduce", "send_recv")
+
+
+class CacheMiss(Exception):
+    """No usable cache entry; the message says why (missing, corrupt, mismatched)."""
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("VIDUR_FAST_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "vidur-fast" / "grids"
+
+
+def resolve_cache_dir(cfg: PredictorConfig) -> Path:
+    return Path(cfg.cache_dir).expanduser() if cfg.cache_dir else default_cache_dir()
+
+
+# ---- key ----
+
+
+def value_settings(cfg: PredictorConfig) -> dict:
+    d = asdict(cfg)
+    return {k: d[k] for k in VALUE_FIELDS}
+
+
+def _hash_frame(h, name: str, frame: pd.DataFrame) -> None:
+    h.update(f"frame:{name}:{frame.shape}".encode())
+    for col in sorted(frame.columns):
+        values = frame[col].to_numpy()
+        h.update(f"col:{col}:{values.dtype.str}".encode())
+        if values.dtype.kind in "biuf":
+            h.update(np.ascontiguousarray(values).tobytes())
+        else:
+            h.update("\x1f".join(map(str, values)).encode())
+
+
+def cache_key(samples: OperatorSamples, cfg: PredictorConfig, *, model: str, tp: int, pp: int):
+    """Hex sha256 identifying the grids built from samples under cfg."""
+    h = hashlib.sha256()
+    head = {
+        "format": GRID_FORMAT_VERSION,
+        "source": samples.source,
+        "provenance": samples.provenance,
+        "settings": value_settings(cfg),
+        "model": model,
+        "tp": tp,
+        "pp": pp,
+    }
+    h.update(json.dumps(head, sort_keys=True, default=str).encode())
+    for name in _FRAMES:
+        _hash_frame(h, name, getattr(samples, name))
+    return h.hexdigest()
+
+
+def array_sha256(arr: np.ndarray) -> str:
+    return hashlib.sha256(memoryview(np.ascontiguousarray(arr)).cast("B")).hexdigest()
+
+
+# ---- files ----
+
+
+def entry_paths(cache_dir: Path, key: str) -> tuple[Path, Path]:
+    stem = Path(cache_dir) / f"grids-{key[:32]}"
+    return stem.with_suffix(".npz"), stem.with_suffix(".json")
+
+
+def _atomic_write(path: Path, write) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_entry(cache_dir: Path, key: str, arrays: dict[str, np.ndarray], meta: dict) -> Path:
+    """Write arrays and meta (plus key, format and checksums) atomically; returns the npz path."""
+    cache_dir = Path(cache_dir)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    npz, side = entry_paths(cache_dir, key)
+    arrays = {k: np.ascontiguousarray(arrays[k], dtype=np.float64) for k in GRID_FIELDS}
+    record = {
+        **meta,
+        "key": key,
+        "format": GRID_FORMAT_VERSION,
+        "arrays": {
+            k: {"sha256": array_sha256(a), "shape": list(a.shape), "dtype": a.dtype.str}
+            for k, a in arrays.items()
+        },
+    }
+    text = json.dumps(record, indent=1, sort_keys=True, default=str).encode()
+    _atomic_write(npz, lambda fh: np.savez(fh, **arrays))
+    _atomic_write(side, lambda fh: fh.write(text))
+    return npz
+
+
+def load_entry(cache_dir: Path, key: str) -> tuple[dict[str, np.ndarray], dict]:
+    """The arrays and sidecar stored under key, verified; raises CacheMiss otherwise."""
+    npz, side = entry_paths(cache_dir, key)
+    if not side.exists() or not npz.exists():
+        raise CacheMiss(f"no cache entry {npz.name}")
+    try:
+        record = json.loads(side.read_text())
+    except (OSError, ValueError) as exc:
+        raise CacheMiss(f"unreadable sidecar {side}: {exc}") from None
+    if record.get("key") != key or record.get("format") != GRID_FORMAT_VERSION:
+        raise CacheMiss(f"sidecar {side} belongs to another key or format")
+    try:
+        with np.load(npz, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in GRID_FIELDS}
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+        raise CacheMiss(f"unreadable grid file {npz}: {exc}") from None
+    for name, arr in arrays.items():
+        want = record.get("arrays", {}).get(name, {})
+        if (
+            list(arr.shape) != want.get("shape")
+            or arr.dtype.str != want.get("dtype")
+            or array_sha256(arr) != want.get("sha256")
+        ):
+            raise CacheMiss(f"checksum mismatch for {name} in {npz}")
+    return arrays, record

@@ -1,0 +1,292 @@
+"""Per-operator regressors fit on OperatorSamples, plus the measured support and tail slope
+that grids.py needs to extrapolate beyond the data.
+
+Every operator is one of three kinds, each with its "work" features (what the time grows
+with once kernels are saturated):
+    tokens  (1-D, x = num_tokens):          phi = [n]
+    decode  (2-D, x = (batch, kv_len)):     phi = [b, b*kv]             (KV bytes read)
+    prefill (2-D, x = (chunk, kv_len)):     phi = [c, c*kv + c*c/2]     (attended pairs)
+2-D features are always ordered (outer, kv) so one code path serves decode and prefill.
+"""
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+from sklearn.ensemble import RandomForestRegressor
+from sklearn.linear_model import LinearRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import PolynomialFeatures, StandardScaler
+
+from vidur_fast.errors import ProfileError
+from vidur_fast.timing.config import PredictorConfig
+from vidur_fast.timing.samples import TOKEN_OPS, OperatorSamples
+
+KV_SAVE = "attn_kv_cache_save"
+LAYER_TOKEN_OPS = tuple(op for op in TOKEN_OPS if op != KV_SAVE)
+KINDS = ("tokens", "decode", "prefill")
+# Samples with work >= this fraction of the largest work form the tail the slope is fit on.
+TAIL_FRACTION = 0.5
+_PREDICT_THREADS = 4
+_PREDICT_CHUNK = 1 << 17
+
+# ---- work features ----
+
+
+def work_features(kind: str, outer, kv=None) -> list:
+    """The work features phi of `kind` (arrays broadcast like outer and kv)."""
+    if kind == "tokens":
+        return [outer]
+    if kind == "decode":
+        return [outer, outer * kv]
+    if kind == "prefill":
+        return [outer, outer * kv + outer * outer / 2.0]
+    raise ValueError(f"unknown operator kind {kind!r}")
+
+
+# ---- fitted model ----
+
+
+@dataclass(frozen=True, eq=False)
+class OpModel:
+    """One operator's regressor with its measured support and tail slope."""
+
+    name: str
+    kind: str
+    estimator: object | None
+    """Fitted sklearn regressor; None when the operator has no samples (predicts 0)."""
+    outer_max: float = 0.0
+    """Largest measured num_tokens (tokens) or batch/chunk (decode/prefill)."""
+    stair_outer: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    """2-D only: sorted distinct measured outer values."""
+    stair_kv: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    """2-D only: largest measured kv among samples with outer >= stair_outer[i]."""
+    tail_coef: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    """Non-negative slope per work feature, used past the support."""
+    base_coef: np.ndarray = field(default_factory=lambda: np.ones(1))
+    """Work baseline [a, b_1, ...]: the regressor models time / (a + sum b_i * phi_i)."""
+    stats: dict = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return self.estimator is None
+
+
+def make_regressor(cfg: PredictorConfig):
+    """A fresh, unfitted regressor with cfg's fixed hyper-parameters."""
+    if cfg.regressor == "random_forest":
+        return RandomForestRegressor(
+            n_estimators=cfg.n_estimators,
+            max_depth=cfg.max_depth,
+            min_samples_split=cfg.min_samples_split,
+            random_state=cfg.random_state,
+            n_jobs=-1,
+        )
+    # Scaling first keeps kv**3 (~1e15) from wrecking the least-squares conditioning.
+    return make_pipeline(
+        StandardScaler(), PolynomialFeatures(cfg.polynomial_degree), LinearRegression()
+    )
+
+
+# ---- prediction ----
+
+
+def _forest_sum(trees, X: np.ndarray) -> np.ndarray:
+    out = np.zeros(X.shape[0])
+    for tree in trees:
+        out += tree.predict(X, check_input=False)
+    return out
+
+
+def predict(estimator, X: np.ndarray) -> np.ndarray:
+    """estimator.predict(X), deterministic for forests.
+
+    sklearn sums a forest's trees in thread completion order when n_jobs > 1, so the last bits
+    can differ between runs; here rows are split over threads and every row sums its trees in
+    index order, which equals sklearn's n_jobs=1 result bit for bit.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    if not isinstance(estimator, RandomForestRegressor):
+        step = _PREDICT_CHUNK
+        parts = [estimator.predict(X[i : i + step]) for i in range(0, len(X), step)]
+        return np.concatenate(parts) if parts else np.zeros(0)
+    X32 = np.ascontiguousarray(X, dtype=np.float32)  # what sklearn's trees compare
+    trees = estimator.estimators_
+    if len(X32) < 4096:
+        return _forest_sum(trees, X32) / len(trees)
+    chunks = np.array_split(X32, _PREDICT_THREADS)
+    with ThreadPoolExecutor(_PREDICT_THREADS) as pool:  # tree traversal releases the GIL
+        parts = list(pool.map(lambda c: _forest_sum(trees, c), chunks))
+    return np.concatenate(parts) / len(trees)
+
+
+def mape(y: np.ndarray, pred: np.ndarray) -> float:
+    """Mean absolute percentage error; a true 0 scores 0 if predicted 0 else 100 (Vidur)."""
+    y = np.asarray(y, dtype=np.float64)
+    pred = np.asarray(pred, dtype=np.float64)
+    if len(y) == 0:
+        return float("nan")
+    err = np.where(y > 0, np.abs(pred - y) / np.where(y > 0, y, 1.0), (pred != 0) * 1.0)
+    return float(100.0 * err.mean())
+
+
+# ---- fitting ----
+
+
+def clean_rows(name: str, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Finite, de-duplicated rows; negative times are a broken source, not noise."""
+    ok = np.isfinite(X).all(axis=1) & np.isfinite(y)
+    X, y = X[ok], y[ok]
+    if (y < 0).any():
+        raise ProfileError(f"samples.{name}: {int((y < 0).sum())} negative latencies")
+    if (X < 0).any():
+        raise ProfileError(f"samples.{name}: negative shape features")
+    rows = np.unique(np.column_stack([X, y]), axis=0)  # sorted, so fits see a fixed order
+    return rows[:, :-1], rows[:, -1], int((~ok).sum())
+
+
+def _stairs(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Measured outer values and the largest kv measured at any outer >= each of them."""
+    outer, inv = np.unique(X[:, 0], return_inverse=True)
+    kv_max = np.zeros(len(outer))
+    np.maximum.at(kv_max, inv, X[:, 1])
+    return outer, np.maximum.accumulate(kv_max[::-1])[::-1]
+
+
+def _tail_coef(kind: str, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Non-negative least-squares slope of time on the work features over the largest samples."""
+    kv = X[:, 1] if X.shape[1] > 1 else None
+    phi = np.column_stack(work_features(kind, X[:, 0], kv))
+    w = phi[:, -1]
+    tail = w >= TAIL_FRACTION * w.max()
+    if tail.sum() < 3:
+        tail = np.zeros(len(w), bool)
+        tail[np.argsort(w)[-3:]] = True
+    coef = np.zeros(phi.shape[1])
+    if len(np.unique(w[tail])) >= 2:
+        coef = LinearRegression(positive=True).fit(phi[tail], y[tail]).coef_
+    coef = np.maximum(np.asarray(coef, dtype=np.float64), 0.0)
+    if float(phi[tail].max(axis=0) @ coef) < 0.01 * float(np.median(y[tail])):
+        # Flat (latency-bound) or single-point tail: a flat extension would under-predict
+        # larger shapes, so scale proportionally with the dominant work instead.
+        coef = np.zeros(phi.shape[1])
+        w_max = w.max()
+        coef[-1] = float(y[w == w_max].mean() / w_max) if w_max > 0 else 0.0
+    return coef
+
+
+def _base_coef(kind: str, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """[a, b_1, ...] >= 0 of time ~ a + sum b_i * phi_i, least squares in relative error.
+
+    Dividing time by this baseline leaves a slowly varying efficiency factor, which a
+    piecewise-constant forest interpolates far better between sparse (log-spaced) samples.
+    """
+    kv = X[:, 1] if X.shape[1] > 1 else None
+    design = np.column_stack([np.ones(len(y)), *work_features(kind, X[:, 0], kv)])
+    pos = y > 0
+    coef = np.zeros(design.shape[1])
+    if pos.sum() >= 2:
+        w = 1.0 / y[pos] ** 2  # relative error: tiny and huge shapes weigh alike
+        lr = LinearRegression(positive=True, fit_intercept=False)
+        coef = lr.fit(design[pos], y[pos], sample_weight=w).coef_.astype(np.float64)
+    # Keep the baseline bounded away from 0 so the ratio stays finite at tiny shapes.
+    floor = 0.5 * float(y[pos].min()) if pos.any() else 1.0
+    coef[0] = max(coef[0], floor)
+    return coef
+
+
+def baseline(m: OpModel, outer, kv=None):
+    """The work baseline of m at outer (and kv); broadcasts like them."""
+    phi = work_features(m.kind, outer, kv)
+    return m.base_coef[0] + sum(c * p for c, p in zip(m.base_coef[1:], phi, strict=True))
+
+
+def model_value(m: OpModel, X: np.ndarray) -> np.ndarray:
+    """Regressor times baseline at points X, without the extrapolation rule."""
+    kv = X[:, 1] if X.shape[1] > 1 else None
+    return predict(m.estimator, X) * baseline(m, X[:, 0], kv)
+
+
+def fit_op(name: str, kind: str, X: np.ndarray, y: np.ndarray, cfg: PredictorConfig) -> OpModel:
+    """Fit one operator; no usable rows gives an empty (all-zero) model."""
+    t0 = time.perf_counter()
+    X, y, n_dropped = clean_rows(name, np.asarray(X, np.float64), np.asarray(y, np.float64))
+    if len(y) == 0:
+        return OpModel(name, kind, None, stats={"n": 0, "dropped": n_dropped, "empty": True})
+    if cfg.work_normalized:
+        base = _base_coef(kind, X, y)
+    else:  # baseline 1: the regressor models raw time, as Vidur does
+        base = np.zeros(2 if kind == "tokens" else 3)
+        base[0] = 1.0
+    stairs = _stairs(X) if kind != "tokens" else (np.zeros(0), np.zeros(0))
+    m = OpModel(
+        name,
+        kind,
+        None,
+        float(X[:, 0].max()),
+        stairs[0],
+        stairs[1],
+        _tail_coef(kind, X, y),
+        base,
+    )
+    est = make_regressor(cfg).fit(X, y / baseline(m, X[:, 0], X[:, -1]))
+    m = replace(m, estimator=est)
+    stats = {
+        "n": len(y),
+        "dropped": n_dropped,
+        "empty": False,
+        "outer_range": [float(X[:, 0].min()), float(X[:, 0].max())],
+        "train_mape_pct": round(mape(y, model_value(m, X)), 4),
+        "base_coef": [float(c) for c in m.base_coef],
+        "tail_coef": [float(c) for c in m.tail_coef],
+        "fit_s": round(time.perf_counter() - t0, 3),
+    }
+    if X.shape[1] > 1:
+        stats["kv_range"] = [float(X[:, 1].min()), float(X[:, 1].max())]
+    return replace(m, stats=stats)
+
+
+# ---- operator tables ----
+
+
+def op_tables(samples: OperatorSamples) -> dict[str, tuple[str, np.ndarray, np.ndarray]]:
+    """name -> (kind, X, y) for every operator a grid needs, in a fixed order."""
+    tok = samples.token_ops
+    out: dict[str, tuple[str, np.ndarray, np.ndarray]] = {}
+    for op in TOKEN_OPS:
+        rows = tok[tok["op"] == op] if len(tok) else tok
+        out[op] = ("tokens", _cols(rows, ["num_tokens"]), _cols(rows, ["time_ms"])[:, 0])
+    out["decode"] = (
+        "decode",
+        _cols(samples.decode, ["batch_size", "kv_len"]),
+        _cols(samples.decode, ["time_ms"])[:, 0],
+    )
+    out["prefill"] = (
+        "prefill",
+        _cols(samples.prefill, ["chunk", "kv_len"]),
+        _cols(samples.prefill, ["time_ms"])[:, 0],
+    )
+    for comm in ("all_reduce", "send_recv"):
+        frame = getattr(samples, comm)
+        out[comm] = ("tokens", _cols(frame, ["num_tokens"]), _cols(frame, ["time_ms"])[:, 0])
+    return out
+
+
+def _cols(frame, names: list[str]) -> np.ndarray:
+    if len(frame) == 0:
+        return np.zeros((0, len(names)))
+    missing = [n for n in names if n not in frame.columns]
+    if missing:
+        raise ProfileError(f"samples: frame lacks column(s) {', '.join(missing)}")
+    return frame[names].to_numpy(dtype=np.float64)
+
+
+def fit_all(samples: OperatorSamples, cfg: PredictorConfig, step=None) -> dict[str, OpModel]:
+    """Fit every operator of samples; `step(name)` is called after each fit (progress)."""
+    models = {}
+    for name, (kind, X, y) in op_tables(samples).items():
+        models[name] = fit_op(name, kind, X, y, cfg)
+        if step is not None:
+            step(name)
+    return models

@@ -1,0 +1,69 @@
+"""Sources of operator samples: measured (aiconfigurator, vidur) or analytic (roofline).
+
+Each returns the same OperatorSamples table (vidur_fast.timing.samples): ms for one layer on
+one GPU after TP sharding, collectives per call. docs/timing_sources.md documents the models.
+"""
+
+from pathlib import Path
+
+from vidur_fast.catalog import DeviceSpec, ModelSpec, NodeSpec
+from vidur_fast.timing.samples import OperatorSamples
+from vidur_fast.timing.sources import aiconfigurator, roofline, vidur
+from vidur_fast.timing.sources._common import join, profile_error
+
+SOURCES = ("aiconfigurator", "vidur", "roofline")
+
+
+def _check_source(source: str) -> None:
+    if source not in SOURCES:
+        raise profile_error(source, f"unknown timing source; available: {join(SOURCES)}")
+
+
+def load_samples(
+    source: str,
+    model: ModelSpec,
+    device: DeviceSpec,
+    node: NodeSpec,
+    tp: int,
+    pp: int,
+    *,
+    profile_dir: str | Path | None = None,
+    backend: str = "vllm",
+    block_size: int = 16,
+    precision: str = "bf16",
+) -> OperatorSamples:
+    """Operator samples of `model` on `device` in `node` at the given TP and PP.
+
+    profile_dir: the Vidur profiling directory (required for vidur) or a copy of
+    aiconfigurator's systems directory (default: the installed aiconfigurator_core package).
+    backend: aiconfigurator serving backend (vllm, trtllm, sglang). block_size: Vidur
+    attention.csv filter. precision: bf16 or fp8 GEMMs (aiconfigurator, roofline).
+    Raises ProfileError (one line naming the file/field and what is available) on bad input.
+    """
+    _check_source(source)
+    if tp < 1 or pp < 1:
+        raise profile_error(source, f"tp and pp must be >= 1 (got tp={tp}, pp={pp})")
+    if source == "vidur":
+        return vidur.load(
+            model, device, node, tp, pp,
+            profile_dir=profile_dir, block_size=block_size, precision=precision,
+        )  # fmt: skip
+    if source == "aiconfigurator":
+        return aiconfigurator.load(
+            model, device, node, tp, pp,
+            profile_dir=profile_dir, backend=backend, precision=precision,
+        )  # fmt: skip
+    return roofline.load(model, device, node, tp, pp, precision=precision)
+
+
+def available(source: str, profile_dir: str | Path | None = None) -> dict:
+    """What a source can provide (models/devices/TPs/systems), for `profiles list` and errors."""
+    _check_source(source)
+    if source == "vidur":
+        return vidur.available(profile_dir)
+    if source == "aiconfigurator":
+        return aiconfigurator.available(profile_dir)
+    return roofline.available()
+
+
+__all__ = ["SOURCES", "available", "load_samples"]

@@ -1,0 +1,429 @@
+"""Operator samples from NVIDIA aiconfigurator's measured kernel database.
+
+Tables are per GPU, latency in ms, message sizes in elements (see docs/timing_sources.md).
+What the database does not measure is derived here by explicit, documented models:
+GEMM shapes of the model (log-space bilinear interpolation over measured (n, k)), non-GEMM token
+ops (memory-bound), prefill over a cached prefix (equal-attended-pairs rule plus a KV-read
+floor) and PP send/recv (latency + bytes / link bandwidth from the system YAML).
+"""
+
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from vidur_fast.catalog import DeviceSpec, ModelSpec, NodeSpec, get_device, list_devices
+from vidur_fast.timing.samples import OperatorSamples
+from vidur_fast.timing.sources._aic_data import (
+    BACKENDS,
+    PACKAGE,
+    SOURCE,
+    AicSystem,
+    backends_with,
+    get_system,
+    list_systems,
+    newest_table,
+    pick_fastest_kernel,
+    read_table,
+    systems_root,
+    table_versions,
+)
+from vidur_fast.timing.sources._aic_gemm import (
+    GemmTable,
+    gemm_table,
+    interpolate_gemm,
+)
+from vidur_fast.timing.sources._common import (
+    BF16_BYTES,
+    COMM_COLUMNS,
+    DECODE_COLUMNS,
+    MAX_TOKENS,
+    PREFILL_CHUNKS,
+    PREFILL_COLUMNS,
+    PREFILL_KV,
+    TOKEN_COUNTS,
+    empty_frame,
+    file_digest,
+    frame,
+    interp_loglog,
+    join,
+    linear_shapes,
+    memory_bound_token_ops,
+    profile_error,
+    token_ops_frame,
+)
+
+GEMM_DTYPES = {"bf16": "bfloat16", "fp8": "fp8"}
+
+
+# ---- token ops ----
+
+
+def _gemm_ops(table: GemmTable, model: ModelSpec, tp: int) -> dict:
+    """Samples at every measured m, then work-linear (t ~ m) beyond the largest measured m."""
+    out = {}
+    for op, (n, k) in linear_shapes(model, tp).items():
+        t = interpolate_gemm(table, n, k)
+        ok = np.isfinite(t)
+        m, t = table.m[ok], t[ok]
+        ext = TOKEN_COUNTS[TOKEN_COUNTS > m[-1]]
+        out[op] = (np.concatenate([m, ext]), np.concatenate([t, t[-1] * ext / m[-1]]))
+    return out
+
+
+# ---- attention ----
+
+ATTN_KEYS = ("batch_size", "isl", "step", "num_heads", "num_key_value_heads", "head_dim", "latency")
+ATTN_FILTERS = {  # optional columns and the value kept
+    "attn_dtype": "bfloat16",
+    "kv_cache_dtype": "bfloat16",
+    "window_size": 0,
+    "beam_width": 1,
+}
+
+
+@dataclass(frozen=True)
+class HeadMatch:
+    """Measured head configuration used for the model's (q, kv, head_dim) on one GPU."""
+
+    q: int
+    kv: int
+    head_dim: int
+    prefill_scale: float  # (q * d) / (q' * d'): prefill FLOPs ratio
+    decode_scale: float  # (kv * d) / (kv' * d'): decode KV-bytes ratio
+
+    def describe(self) -> str:
+        return f"q={self.q} kv={self.kv} d={self.head_dim}"
+
+
+def attention_rows(path: Path, context: bool) -> pd.DataFrame:
+    df = read_table(path, ATTN_KEYS, tuple(ATTN_FILTERS) + ("kernel_source",))
+    keep = (df.batch_size == 1) & (df.step == 0) if context else df.isl == 1
+    for col, val in ATTN_FILTERS.items():
+        if col in df:
+            keep &= df[col] == val
+    rows = df[keep]
+    if rows.empty:
+        raise profile_error(SOURCE, f"{path} has no bf16, full-window rows")
+    return rows
+
+
+def match_heads(rows: pd.DataFrame, q: int, kv: int, d: int) -> HeadMatch:
+    """The nearest measured (q, kv, head_dim): same head_dim first, then the smallest
+    |log q ratio| + |log kv ratio| (ties: the larger shape)."""
+    combos = rows[["num_heads", "num_key_value_heads", "head_dim"]].drop_duplicates()
+    best = min(
+        combos.itertuples(index=False),
+        key=lambda c: (
+            abs(np.log(d / c[2])),
+            abs(np.log(q / c[0])) + abs(np.log(kv / c[1])),
+            -c[0],
+            -c[1],
+        ),
+    )
+    mq, mkv, md = (int(x) for x in best)
+    return HeadMatch(mq, mkv, md, (q * d) / (mq * md), (kv * d) / (mkv * md))
+
+
+def _select(rows: pd.DataFrame, match: HeadMatch, keys: list[str]) -> pd.DataFrame:
+    sel = rows[
+        (rows.num_heads == match.q)
+        & (rows.num_key_value_heads == match.kv)
+        & (rows.head_dim == match.head_dim)
+    ]
+    return pick_fastest_kernel(sel, keys).sort_values(keys, ignore_index=True)
+
+
+def full_prefill_curve(rows: pd.DataFrame, match: HeadMatch) -> tuple[np.ndarray, np.ndarray]:
+    """(isl, ms) of a single full prefill with no cached prefix, head-scaled; a running max
+    over isl removes timing noise at tiny lengths so the curve is monotone."""
+    sel = _select(rows, match, ["isl"])
+    t = np.maximum.accumulate(sel.latency.to_numpy() * match.prefill_scale)
+    return sel.isl.to_numpy(dtype=np.int64), t
+
+
+def equivalent_chunk(kv, chunk) -> np.ndarray:
+    """Length L of a prefill from scratch attending as many (query, key) pairs as `chunk` new
+    tokens over `kv` cached ones: L(L+1)/2 = chunk*kv + chunk(chunk+1)/2 (causal)."""
+    kv = np.asarray(kv, dtype=np.float64)
+    c = np.asarray(chunk, dtype=np.float64)
+    pairs = c * kv + c * (c + 1) / 2
+    return (np.sqrt(1 + 8 * pairs) - 1) / 2
+
+
+def kv_read_floor_ms(kv, chunk, q: int, kvh: int, d: int, bytes_per_s: float, const_ms: float):
+    """Lower bound of chunked-prefill attention: read the whole K/V once, read Q, write O."""
+    kv = np.asarray(kv, dtype=np.float64)
+    c = np.asarray(chunk, dtype=np.float64)
+    nbytes = (kv + c) * 2 * kvh * d * BF16_BYTES + 2 * c * q * d * BF16_BYTES
+    return nbytes / bytes_per_s * 1e3 + const_ms
+
+
+def derive_prefill(isl, t_full, kv, chunk, floor_ms) -> np.ndarray:
+    """t(kv, chunk) = t_full(L_eq) (work-quadratic beyond the largest measured isl), at least the
+    KV-read floor when kv > 0; exactly t_full(chunk) at kv = 0."""
+    t = interp_loglog(equivalent_chunk(kv, chunk), isl, t_full, above_exponent=2.0)
+    return np.where(np.asarray(kv) > 0, np.maximum(t, floor_ms), t)
+
+
+def decode_samples(rows: pd.DataFrame, match: HeadMatch) -> tuple[pd.DataFrame, int]:
+    """Measured (batch, kv) decode latencies, head-scaled, on the table's full batch x step
+    axes. Cells the benchmark skipped (for memory) are filled linearly in batch from the largest
+    measured batch at that kv, then linearly in kv + 1 from the longest measured kv of that
+    batch: decode is KV-bandwidth-bound there, so time ~ batch * (kv + 1).
+    Returns (frame, number of filled cells)."""
+    sel = _select(rows, match, ["batch_size", "step"])
+    grid = sel.pivot(index="batch_size", columns="step", values="latency") * match.decode_scale
+    grid = grid.reindex(columns=np.sort(rows.step.unique()))
+    t = grid.to_numpy(copy=True)
+    missing = ~np.isfinite(t)
+    _fill_linear(t, grid.index.to_numpy(dtype=np.float64))
+    _fill_linear(t.T, grid.columns.to_numpy(dtype=np.float64) + 1)
+    b, kv = np.meshgrid(grid.index.to_numpy(), grid.columns.to_numpy(), indexing="ij")
+    ok = np.isfinite(t)
+    out = frame(DECODE_COLUMNS, b[ok], kv[ok], t[ok])
+    return out, int((missing & ok).sum())
+
+
+def _fill_linear(t: np.ndarray, x: np.ndarray) -> None:
+    """In each column of t, NaNs above the last finite row get t_last * x / x_last.
+
+    Mutates: t."""
+    for j in range(t.shape[1]):
+        ok = np.isfinite(t[:, j])
+        if not ok.any():
+            continue
+        top = np.flatnonzero(ok)[-1]
+        t[top + 1 :, j] = t[top, j] * x[top + 1 :] / x[top]
+
+
+# ---- collectives ----
+
+
+def _graph_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """Prefer the CUDA-graph variant of a custom all-reduce when eager is measured too."""
+    for col in ("backend", "kernel_source"):
+        if col in df:
+            graph = df[col].astype(str).str.contains("graph", case=False)
+            if graph.any():
+                return df[graph]
+    return df
+
+
+def _nccl_allreduce(system: AicSystem, tp: int) -> tuple[str | None, pd.DataFrame | None]:
+    """(version, rows) of NCCL half all-reduce on tp GPUs: the YAML's nccl_version if it has
+    them, else the newest version that does; (None, None) if none has."""
+    versions = table_versions(system, "comm", "nccl", "nccl_perf.parquet")
+    pinned = str((system.spec.get("misc") or {}).get("nccl_version", ""))
+    for v in sorted(versions, key=lambda v: v != pinned):  # stable: pinned first, then newest
+        path = system.data_dir / "comm" / "nccl" / v / "nccl_perf.parquet"
+        df = read_table(path, ("op_name", "num_gpus", "message_size", "latency"), ("nccl_dtype",))
+        keep = (df.op_name == "all_reduce") & (df.num_gpus == tp)
+        if "nccl_dtype" in df:
+            keep &= df.nccl_dtype == "half"
+        if keep.any():
+            return v, df[keep]
+    return None, None
+
+
+def _measured_tps(system: AicSystem, backend: str) -> list[int]:
+    tps = set()
+    for v in table_versions(system, "comm", backend, "custom_allreduce_perf.parquet")[:1]:
+        path = system.data_dir / "comm" / backend / v / "custom_allreduce_perf.parquet"
+        tps |= set(read_table(path, ("num_gpus",)).num_gpus.astype(int))
+    for v in table_versions(system, "comm", "nccl", "nccl_perf.parquet"):
+        path = system.data_dir / "comm" / "nccl" / v / "nccl_perf.parquet"
+        df = read_table(path, ("op_name", "num_gpus"))
+        tps |= set(df[df.op_name == "all_reduce"].num_gpus.astype(int))
+    return sorted(tps)
+
+
+def allreduce_curve(system: AicSystem, backend: str, tp: int):
+    """(message elements, ms, {table: version}, files): the backend's custom all-reduce up to its
+    largest measured message, NCCL above it (or alone where no custom all-reduce exists)."""
+    versions, files, parts = {}, [], []
+    top = 0
+    custom = table_versions(system, "comm", backend, "custom_allreduce_perf.parquet")
+    if custom:
+        path = system.data_dir / "comm" / backend / custom[0] / "custom_allreduce_perf.parquet"
+        df = read_table(
+            path,
+            ("num_gpus", "message_size", "latency"),
+            ("allreduce_dtype", "backend", "kernel_source"),
+        )
+        rows = df[df.num_gpus == tp]
+        if "allreduce_dtype" in rows:
+            rows = rows[rows.allreduce_dtype == "bfloat16"]
+        rows = _graph_rows(rows)
+        if not rows.empty:
+            rows = rows.groupby("message_size", as_index=False).latency.median()
+            parts.append(rows)
+            top = int(rows.message_size.max())
+            versions["custom_allreduce"] = f"{backend}/{custom[0]}"
+            files.append(path)
+    nccl_version, nccl = _nccl_allreduce(system, tp)
+    if nccl_version is not None:
+        nccl = nccl.groupby("message_size", as_index=False).latency.median()
+        above = nccl[nccl.message_size > top]
+        if not above.empty:
+            parts.append(above)
+            versions["nccl"] = nccl_version
+            files.append(system.data_dir / "comm" / "nccl" / nccl_version / "nccl_perf.parquet")
+    if not parts:
+        raise profile_error(
+            SOURCE,
+            f"no all-reduce measurements for TP {tp} on {system.name} (backend {backend}); "
+            f"measured TP: {join(_measured_tps(system, backend))}",
+        )
+    curve = pd.concat(parts).sort_values("message_size")
+    return curve.message_size.to_numpy(), curve.latency.to_numpy(), versions, files
+
+
+# ---- assembly ----
+
+
+def system_for(device: DeviceSpec, profile_dir=None) -> AicSystem:
+    if device.aiconfigurator_system is None:
+        have = set(list_systems(profile_dir))
+        devs = [d for d in list_devices() if get_device(d).aiconfigurator_system in have]
+        raise profile_error(
+            SOURCE,
+            f"device {device.name} has no aiconfigurator system; devices with data: {join(devs)} "
+            "(use timing.source=roofline or vidur)",
+        )
+    return get_system(device.aiconfigurator_system, profile_dir)
+
+
+def _package_label(profile_dir) -> str:
+    if profile_dir is not None:
+        return "profile_dir"
+    try:
+        return f"{PACKAGE} {metadata.version(PACKAGE.replace('_', '-'))}"
+    except metadata.PackageNotFoundError:
+        return PACKAGE
+
+
+def load(
+    model: ModelSpec,
+    device: DeviceSpec,
+    node: NodeSpec,
+    tp: int,
+    pp: int,
+    *,
+    profile_dir=None,
+    backend: str = "vllm",
+    precision: str = "bf16",
+) -> OperatorSamples:
+    """Samples for one model/device/node/TP/PP from the aiconfigurator database."""
+    system = system_for(device, profile_dir)
+    if backend not in BACKENDS:
+        raise profile_error(SOURCE, f"unknown backend {backend!r}; available: {join(BACKENDS)}")
+    if precision not in GEMM_DTYPES:
+        raise profile_error(
+            SOURCE, f"unknown precision {precision!r}; available: {join(GEMM_DTYPES)}"
+        )
+    versions, files = {}, []
+
+    # token ops: measured GEMMs (interpolated to the model's shapes) + memory-bound ops
+    versions["gemm"], gemm_path = newest_table(system, "gemm", backend, "gemm_perf.parquet")
+    table = gemm_table(gemm_path, GEMM_DTYPES[precision])
+    files.append(gemm_path)
+    mem_bps = system.gpu("mem_bw") * system.gpu("mem_bw_empirical_scaling_factor")
+    mem_const_ms = system.gpu("mem_empirical_constant_latency") * 1e3
+    parts = _gemm_ops(table, model, tp)
+    parts.update(memory_bound_token_ops(model, tp, TOKEN_COUNTS, mem_bps, mem_const_ms))
+    token_ops = token_ops_frame(parts)
+
+    # attention
+    q, kvh, d = model.q_heads_per_worker(tp), model.kv_heads_per_worker(tp), model.head_dim
+    versions["attention"], ctx_path = newest_table(
+        system, "attention", backend, "context_attention_perf.parquet"
+    )
+    gen_path = ctx_path.with_name("generation_attention_perf.parquet")
+    if not gen_path.is_file():
+        raise profile_error(SOURCE, f"missing {gen_path}")
+    files += [ctx_path, gen_path]
+    ctx_rows = attention_rows(ctx_path, context=True)
+    ctx_match = match_heads(ctx_rows, q, kvh, d)
+    isl, t_full = full_prefill_curve(ctx_rows, ctx_match)
+    kv, chunk = np.meshgrid(PREFILL_KV, np.union1d(PREFILL_CHUNKS, isl), indexing="ij")
+    kv, chunk = kv.ravel(), chunk.ravel()
+    floor = kv_read_floor_ms(kv, chunk, q, kvh, d, mem_bps, mem_const_ms)
+    prefill = frame(PREFILL_COLUMNS, kv, chunk, derive_prefill(isl, t_full, kv, chunk, floor))
+    gen_rows = attention_rows(gen_path, context=False)
+    gen_match = match_heads(gen_rows, q, kvh, d)
+    decode, filled = decode_samples(gen_rows, gen_match)
+
+    # collectives
+    e = model.embedding_dim
+    all_reduce = empty_frame(COMM_COLUMNS)
+    if tp > 1:
+        xp, fp, comm_versions, comm_files = allreduce_curve(system, backend, tp)
+        versions.update(comm_versions)
+        files += comm_files
+        t = interp_loglog(TOKEN_COUNTS * float(e), xp, fp, above_exponent=1.0)
+        all_reduce = frame(COMM_COLUMNS, TOKEN_COUNTS, t)
+    send_recv = empty_frame(COMM_COLUMNS)
+    inter_node = tp * pp > node.gpus_per_node
+    if pp > 1:
+        bw = system.node("inter_node_bw" if inter_node else "intra_node_bw")
+        t = (system.node("p2p_latency") + TOKEN_COUNTS * e * BF16_BYTES / bw) * 1e3
+        send_recv = frame(COMM_COLUMNS, TOKEN_COUNTS, t)
+
+    data_root = system.data_dir.parent
+    digests = {str(p.relative_to(data_root)): file_digest(p) for p in files}
+    digests[system.yaml_path.name] = file_digest(system.yaml_path)
+    provenance = {
+        "source": SOURCE,
+        "package": _package_label(profile_dir),
+        "system": system.name,
+        "backend": backend,
+        "precision": precision,
+        "versions": versions,
+        "files": digests,
+        "model": model.name,
+        "device": device.name,
+        "node": node.name,
+        "tp": tp,
+        "pp": pp,
+        "prefill_heads": ctx_match.describe(),
+        "decode_heads": gen_match.describe(),
+        "decode_filled_cells": filled,
+        "gemm_measured_max_m": int(table.m[-1]),
+        "send_recv_link": ("inter_node" if inter_node else "intra_node") if pp > 1 else None,
+        "max_tokens": MAX_TOKENS,
+    }
+    return OperatorSamples(SOURCE, token_ops, decode, prefill, all_reduce, send_recv, provenance)
+
+
+def available(profile_dir=None) -> dict:
+    """Systems with data, which catalog devices use them, and per family the backends and
+    versions present."""
+    root = systems_root(profile_dir)
+    systems = {}
+    for name in list_systems(profile_dir):
+        system = get_system(name, profile_dir)
+        fams = {}
+        for fam, table in (
+            ("gemm", "gemm_perf.parquet"),
+            ("attention", "context_attention_perf.parquet"),
+            ("comm", "custom_allreduce_perf.parquet"),
+        ):
+            fams[fam] = {
+                b: table_versions(system, fam, b, table) for b in backends_with(system, fam, table)
+            }
+        fams["nccl"] = table_versions(system, "comm", "nccl", "nccl_perf.parquet")
+        systems[name] = fams
+    devices = {
+        d: get_device(d).aiconfigurator_system
+        for d in list_devices()
+        if get_device(d).aiconfigurator_system in systems
+    }
+    return {
+        "root": str(root),
+        "package": _package_label(profile_dir),
+        "systems": systems,
+        "devices": devices,
+    }

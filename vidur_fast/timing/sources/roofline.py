@@ -1,0 +1,206 @@
+"""Analytic operator samples from DeviceSpec / NodeSpec, for devices nobody measured.
+
+Every operator is max(FLOPs / achievable FLOP/s, bytes / achievable bandwidth) + a fixed kernel
+overhead; collectives are latency + bytes / achievable link bandwidth. The efficiency factors
+below are round, documented numbers, not fits (bench/bench_roofline_error.py reports how far
+they land from the aiconfigurator measurements).
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from vidur_fast.catalog import DeviceSpec, ModelSpec, NodeSpec, get_device, list_devices, list_nodes
+from vidur_fast.timing.samples import OperatorSamples
+from vidur_fast.timing.sources._common import (
+    BF16_BYTES,
+    COMM_COLUMNS,
+    DECODE_BATCHES,
+    DECODE_COLUMNS,
+    DECODE_KV,
+    PRECISIONS,
+    PREFILL_CHUNKS,
+    PREFILL_COLUMNS,
+    PREFILL_KV,
+    TOKEN_COUNTS,
+    empty_frame,
+    frame,
+    join,
+    linear_shapes,
+    memory_bound_token_ops,
+    profile_error,
+    token_ops_frame,
+)
+
+SOURCE = "roofline"
+
+GEMM_FLOP_EFFICIENCY = 0.8  # cuBLAS/CUTLASS reach ~80-85 % of dense peak on large GEMMs
+ATTENTION_FLOP_EFFICIENCY = 0.6  # FlashAttention-2/3 forward passes reach ~50-70 %
+MEMORY_EFFICIENCY = 0.8  # streaming kernels reach ~80 % of the HBM datasheet bandwidth
+LINK_EFFICIENCY = 0.8  # collectives reach ~80 % of the per-GPU link bandwidth
+KERNEL_OVERHEAD_MS = 0.003  # launch + tail of one kernel under CUDA graphs
+ATTENTION_OVERHEAD_MS = 0.010  # attention kernels also build split-KV / scheduling metadata
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """Achievable throughputs of one device (FLOP/s and bytes/s, efficiencies applied)."""
+
+    gemm_flops: float
+    attention_flops: float
+    mem_bps: float
+    gemm_input_bytes: int  # bytes per GEMM input element (2 bf16, 1 fp8); outputs stay bf16
+
+    @classmethod
+    def of(cls, device: DeviceSpec, precision: str = "bf16") -> "Roofline":
+        if precision not in PRECISIONS:
+            raise profile_error(
+                SOURCE, f"unknown precision {precision!r}; available: {join(PRECISIONS)}"
+            )
+        peak = device.peak_fp8_tflops if precision == "fp8" else device.peak_bf16_tflops
+        if peak <= 0 or device.peak_bf16_tflops <= 0 or device.hbm_bandwidth_gbps <= 0:
+            raise profile_error(
+                SOURCE, f"device {device.name} has no {precision} peak FLOP/s or HBM bandwidth"
+            )
+        return cls(
+            gemm_flops=peak * 1e12 * GEMM_FLOP_EFFICIENCY,
+            attention_flops=device.peak_bf16_tflops * 1e12 * ATTENTION_FLOP_EFFICIENCY,
+            mem_bps=device.hbm_bandwidth_gbps * 1e9 * MEMORY_EFFICIENCY,
+            gemm_input_bytes=1 if precision == "fp8" else 2,
+        )
+
+
+# ---- compute ----
+
+
+def gemm_ms(rf: Roofline, m, n: int, k: int) -> np.ndarray:
+    m = np.asarray(m, dtype=np.float64)
+    flops = 2.0 * m * n * k
+    nbytes = (m * k + k * n) * rf.gemm_input_bytes + m * n * BF16_BYTES
+    return np.maximum(flops / rf.gemm_flops, nbytes / rf.mem_bps) * 1e3 + KERNEL_OVERHEAD_MS
+
+
+def prefill_ms(rf: Roofline, kv, chunk, q: int, kvh: int, d: int) -> np.ndarray:
+    """One request's causal prefill of `chunk` new tokens over `kv` cached ones."""
+    kv = np.asarray(kv, dtype=np.float64)
+    c = np.asarray(chunk, dtype=np.float64)
+    pairs = c * kv + c * (c + 1) / 2
+    flops = 4.0 * q * d * pairs  # QK^T and PV, 2 FLOPs per multiply-add
+    nbytes = (kv + c) * 2 * kvh * d * BF16_BYTES + 2 * c * q * d * BF16_BYTES
+    t = np.maximum(flops / rf.attention_flops, nbytes / rf.mem_bps)
+    return t * 1e3 + ATTENTION_OVERHEAD_MS
+
+
+def decode_ms(rf: Roofline, batch, kv, q: int, kvh: int, d: int) -> np.ndarray:
+    """One new token for each of `batch` requests, each attending to kv + 1 positions."""
+    b = np.asarray(batch, dtype=np.float64)
+    pos = np.asarray(kv, dtype=np.float64) + 1
+    flops = 4.0 * b * q * d * pos
+    nbytes = b * pos * 2 * kvh * d * BF16_BYTES + 2 * b * q * d * BF16_BYTES
+    t = np.maximum(flops / rf.attention_flops, nbytes / rf.mem_bps)
+    return t * 1e3 + ATTENTION_OVERHEAD_MS
+
+
+# ---- communication ----
+
+
+def _link_bps(node: NodeSpec, span: int, crosses_pairs: bool) -> float:
+    """Per-GPU one-way bandwidth for traffic among `span` GPUs: inter-node if they do not fit
+    in one node; PCIe if the node only has NVLink bridges within pairs and traffic leaves the
+    pair; NVLink otherwise."""
+    if span > node.gpus_per_node:
+        gbps = node.inter_node_bandwidth_gbps
+    elif node.pairwise_nvlink and crosses_pairs:
+        gbps = node.pcie_bandwidth_gbps
+    else:
+        gbps = node.nvlink_bandwidth_gbps
+    return gbps * 1e9 * LINK_EFFICIENCY
+
+
+def allreduce_ms(node: NodeSpec, tp: int, nbytes) -> np.ndarray:
+    """Ring all-reduce: each GPU sends and receives 2 (tp-1)/tp of the message; two latency
+    terms (reduce-scatter then all-gather)."""
+    bps = _link_bps(node, tp, crosses_pairs=tp > 2)
+    t = 2 * node.p2p_latency_us * 1e-6 + 2 * (tp - 1) / tp * np.asarray(nbytes) / bps
+    return t * 1e3
+
+
+def send_recv_ms(node: NodeSpec, tp: int, pp: int, nbytes) -> np.ndarray:
+    """Activation hand-off between pipeline stages (stage i's rank r to stage i+1's rank r)."""
+    bps = _link_bps(node, tp * pp, crosses_pairs=tp > 1)
+    return (node.p2p_latency_us * 1e-6 + np.asarray(nbytes) / bps) * 1e3
+
+
+# ---- assembly ----
+
+
+def load(
+    model: ModelSpec,
+    device: DeviceSpec,
+    node: NodeSpec,
+    tp: int,
+    pp: int,
+    *,
+    precision: str = "bf16",
+) -> OperatorSamples:
+    """Analytic samples on the standard grids (tokens, decode and prefill up to 128K)."""
+    rf = Roofline.of(device, precision)
+    parts = {
+        op: (TOKEN_COUNTS, gemm_ms(rf, TOKEN_COUNTS, n, k))
+        for op, (n, k) in linear_shapes(model, tp).items()
+    }
+    parts.update(memory_bound_token_ops(model, tp, TOKEN_COUNTS, rf.mem_bps, KERNEL_OVERHEAD_MS))
+    q, kvh, d = model.q_heads_per_worker(tp), model.kv_heads_per_worker(tp), model.head_dim
+
+    kv, chunk = (a.ravel() for a in np.meshgrid(PREFILL_KV, PREFILL_CHUNKS, indexing="ij"))
+    prefill = frame(PREFILL_COLUMNS, kv, chunk, prefill_ms(rf, kv, chunk, q, kvh, d))
+    b, kvd = (a.ravel() for a in np.meshgrid(DECODE_BATCHES, DECODE_KV, indexing="ij"))
+    decode = frame(DECODE_COLUMNS, b, kvd, decode_ms(rf, b, kvd, q, kvh, d))
+
+    row_bytes = TOKEN_COUNTS * float(model.embedding_dim * BF16_BYTES)
+    all_reduce = empty_frame(COMM_COLUMNS)
+    if tp > 1:
+        all_reduce = frame(COMM_COLUMNS, TOKEN_COUNTS, allreduce_ms(node, tp, row_bytes))
+    send_recv = empty_frame(COMM_COLUMNS)
+    if pp > 1:
+        send_recv = frame(COMM_COLUMNS, TOKEN_COUNTS, send_recv_ms(node, tp, pp, row_bytes))
+
+    provenance = {
+        "source": SOURCE,
+        "model": model.name,
+        "device": device.name,
+        "node": node.name,
+        "tp": tp,
+        "pp": pp,
+        "precision": precision,
+        "device_spec": [device.peak_bf16_tflops, device.peak_fp8_tflops, device.hbm_bandwidth_gbps],
+        "node_spec": [
+            node.gpus_per_node,
+            node.nvlink_bandwidth_gbps,
+            node.inter_node_bandwidth_gbps,
+            node.pcie_bandwidth_gbps,
+            node.pairwise_nvlink,
+            node.p2p_latency_us,
+        ],
+        "efficiency": {
+            "gemm_flops": GEMM_FLOP_EFFICIENCY,
+            "attention_flops": ATTENTION_FLOP_EFFICIENCY,
+            "memory": MEMORY_EFFICIENCY,
+            "link": LINK_EFFICIENCY,
+            "kernel_overhead_ms": KERNEL_OVERHEAD_MS,
+            "attention_overhead_ms": ATTENTION_OVERHEAD_MS,
+        },
+    }
+    return OperatorSamples(
+        SOURCE, token_ops_frame(parts), decode, prefill, all_reduce, send_recv, provenance
+    )
+
+
+def available() -> dict:
+    """Catalog devices with the specs a roofline needs, and the catalog nodes."""
+    devices = {}
+    for name in list_devices():
+        dev = get_device(name)
+        if dev.peak_bf16_tflops > 0 and dev.hbm_bandwidth_gbps > 0:
+            devices[name] = ["bf16", "fp8"] if dev.peak_fp8_tflops > 0 else ["bf16"]
+    return {"devices": devices, "nodes": list_nodes()}

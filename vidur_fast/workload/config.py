@@ -1,0 +1,178 @@
+"""Workload configuration: frozen dataclasses, used directly as tyro CLI unions.
+
+Only shapes and defaults live here; range checks are in `validate.py` so that every error names
+its full field path (e.g. `workload.intervals.qps`).
+"""
+
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+import tyro
+
+# ---- length generators ----
+
+
+@dataclass(frozen=True)
+class FixedLengths:
+    """Every request has the same prompt and output length."""
+
+    prefill_tokens: int = 2048
+    """Prompt tokens per request."""
+    decode_tokens: int = 512
+    """Output tokens per request (>= 1)."""
+
+
+@dataclass(frozen=True)
+class UniformLengths:
+    """Total length uniform over [min_tokens, max_tokens], split by a fixed prefill:decode ratio."""
+
+    min_tokens: int = 1024
+    """Smallest total (prompt + output) length, inclusive."""
+    max_tokens: int = 4096
+    """Largest total (prompt + output) length, inclusive."""
+    prefill_to_decode_ratio: float = 20.0
+    """Prompt/output ratio: decode = ceil(total / (1 + ratio)), prefill = total - decode."""
+
+
+@dataclass(frozen=True)
+class ZipfLengths:
+    """Total length from a YCSB-style Zipf distribution over [min_tokens, max_tokens]."""
+
+    theta: float = 0.6
+    """Skew in (0, 1); larger puts more mass on short totals."""
+    scramble: bool = False
+    """Spread the popular totals over the range with a fixed 64-bit hash (seeded)."""
+    min_tokens: int = 1024
+    """Smallest total (prompt + output) length, inclusive."""
+    max_tokens: int = 4096
+    """Largest total (prompt + output) length, inclusive."""
+    prefill_to_decode_ratio: float = 20.0
+    """Prompt/output ratio: decode = ceil(total / (1 + ratio)), prefill = total - decode."""
+
+
+@dataclass(frozen=True)
+class TraceLengths:
+    """Lengths sampled from the rows of a trace file (vidur CSV, Mooncake JSONL or Azure CSV)."""
+
+    path: str
+    """Trace file (plain or .gz); its format is detected from the name and columns."""
+    prefill_scale: float = 1.0
+    """Multiply prompt lengths by this (then truncate, at least 1)."""
+    decode_scale: float = 1.0
+    """Multiply output lengths by this (then truncate, at least 1)."""
+    shuffle: bool = True
+    """Visit rows in a seeded random order instead of file order; wraps around when exhausted."""
+
+
+LengthGenerator = (
+    Annotated[FixedLengths, tyro.conf.subcommand("fixed")]
+    | Annotated[UniformLengths, tyro.conf.subcommand("uniform")]
+    | Annotated[ZipfLengths, tyro.conf.subcommand("zipf")]
+    | Annotated[TraceLengths, tyro.conf.subcommand("trace")]
+)
+
+# ---- interval generators ----
+
+
+@dataclass(frozen=True)
+class PoissonIntervals:
+    """Poisson arrivals: exponential gaps with mean 1/qps."""
+
+    qps: float = 1.0
+    """Mean arrival rate (requests per second, > 0)."""
+    truncate: bool = False
+    """Clip every gap at 3/qps like Vidur does (not a true Poisson process)."""
+
+
+@dataclass(frozen=True)
+class GammaIntervals:
+    """Gamma-distributed gaps with mean 1/qps and coefficient of variation cv (bursty if > 1)."""
+
+    qps: float = 1.0
+    """Mean arrival rate (requests per second, > 0)."""
+    cv: float = 0.5
+    """Coefficient of variation of the gaps (> 0); 1 gives Poisson arrivals."""
+
+
+@dataclass(frozen=True)
+class StaticIntervals:
+    """All requests arrive at t = 0 (offline batch)."""
+
+
+@dataclass(frozen=True)
+class UniformIntervals:
+    """Constant gap 1/qps (request k arrives at k/qps, k = 1, 2, ...)."""
+
+    qps: float = 1.0
+    """Arrival rate (requests per second, > 0)."""
+
+
+@dataclass(frozen=True)
+class TraceIntervals:
+    """Arrival times replayed from a trace file, relative to its first row."""
+
+    path: str
+    """Trace file with arrival times (vidur CSV, Mooncake JSONL or Azure CSV, plain or .gz)."""
+    time_scale: float = 1.0
+    """Multiply arrival times by this (< 1 compresses the trace, i.e. raises the rate)."""
+
+
+IntervalGenerator = (
+    Annotated[PoissonIntervals, tyro.conf.subcommand("poisson")]
+    | Annotated[GammaIntervals, tyro.conf.subcommand("gamma")]
+    | Annotated[StaticIntervals, tyro.conf.subcommand("static")]
+    | Annotated[UniformIntervals, tyro.conf.subcommand("uniform")]
+    | Annotated[TraceIntervals, tyro.conf.subcommand("trace")]
+)
+
+# ---- workloads ----
+
+
+@dataclass(frozen=True)
+class SyntheticWorkload:
+    """Requests from a length generator and an interval generator."""
+
+    num_requests: int | None = 1000
+    """Number of requests; None generates until duration_s (or until a trace's arrivals end)."""
+    duration_s: float | None = None
+    """Keep only requests arriving before this time (s); stops at num_requests if that is set."""
+    lengths: LengthGenerator = FixedLengths()
+    """Prompt/output length generator."""
+    intervals: IntervalGenerator = PoissonIntervals()
+    """Inter-arrival time generator. The first request arrives at its first gap."""
+    max_tokens: int | None = None
+    """Cap on prompt + output tokens; longer requests shrink proportionally (None: no cap)."""
+
+
+TraceFormat = Literal["auto", "vidur", "mooncake", "azure"]
+ClipRule = Literal["proportional", "prompt", "error"]
+
+
+@dataclass(frozen=True)
+class TraceWorkload:
+    """Replay a request trace: arrivals, lengths and (when present) sessions and prefix hashes."""
+
+    path: str
+    """Trace file (plain or .gz)."""
+    format: TraceFormat = "auto"
+    """vidur (CSV arrived_at,...), mooncake (JSONL), azure (CSV TIMESTAMP,...), or auto-detect."""
+    num_requests: int | None = None
+    """Use only the first N rows (None: all rows)."""
+    prefill_scale: float = 1.0
+    """Multiply prompt lengths by this (then truncate, at least 1)."""
+    decode_scale: float = 1.0
+    """Multiply output lengths by this (then truncate, at least 1)."""
+    time_scale: float = 1.0
+    """Multiply arrival times by this (< 1 compresses the trace, i.e. raises the rate)."""
+    max_tokens: int | None = None
+    """Cap on prompt + output tokens per request (None: no cap)."""
+    clip: ClipRule = "proportional"
+    """Over max_tokens: shrink both proportionally, take the excess from the prompt, or fail."""
+    start_at_zero: bool = False
+    """Shift arrivals so that the first request arrives at t = 0."""
+
+
+Workload = (
+    Annotated[SyntheticWorkload, tyro.conf.subcommand("synthetic")]
+    | Annotated[TraceWorkload, tyro.conf.subcommand("trace")]
+)

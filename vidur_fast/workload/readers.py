@@ -1,0 +1,345 @@
+"""Trace readers: Vidur CSV, Mooncake JSONL and Azure LLM CSV (plain or gzip) -> TraceData.
+
+Parsing is columnar (pandas / one json.loads per file); the only per-row Python work is turning
+JSON hash lists into one flat array. Every problem becomes a one-line TraceError naming the
+file, the 1-based data row and the column.
+"""
+
+import gzip
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from vidur_fast.errors import TraceError
+from vidur_fast.kernels.dtypes import NO_ID
+from vidur_fast.workload.columns import (
+    RowLocator,
+    check_sorted,
+    integer_column,
+    lists_to_csr,
+    numeric_column,
+    parse_json_lists,
+    require_columns,
+)
+
+FORMATS = ("vidur", "mooncake", "azure")
+# (prompt column, output column) per format, for error messages about lengths.
+TOKEN_COLUMNS = {
+    "vidur": ("num_prefill_tokens", "num_decode_tokens"),
+    "mooncake": ("input_length", "output_length"),
+    "azure": ("ContextTokens", "GeneratedTokens"),
+}
+MOONCAKE_BLOCK_TOKENS = 512
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+@dataclass(frozen=True)
+class BlockIds:
+    """Per-request source block ids (CSR) at the trace's own block size."""
+
+    offsets: np.ndarray
+    """int64[n+1]"""
+    ids: np.ndarray
+    """int64[m]"""
+    block_size: int
+    """Tokens per source block."""
+    covers_output: bool
+    """True when ids run over prompt+output full blocks (Vidur), False for prompt-only."""
+
+
+@dataclass(frozen=True)
+class TraceData:
+    """Validated trace columns in file order (lengths are raw floats, before any scaling)."""
+
+    path: str
+    format: str
+    prompt_tokens: np.ndarray
+    """float64[n] > 0"""
+    decode_tokens: np.ndarray
+    """float64[n] > 0"""
+    arrival_s: np.ndarray | None
+    """float64[n] >= 0, non-decreasing; None for length-only files."""
+    session_id: np.ndarray | None
+    """int64[n], NO_ID where absent; None when the file has no sessions."""
+    block_ids: BlockIds | None
+    """Only when hashes were asked for and the file has them."""
+    row_index: np.ndarray
+    """int64[n] 0-based data row of each entry."""
+
+    def __len__(self) -> int:
+        return self.prompt_tokens.shape[0]
+
+
+# ---- file access ----
+
+
+def _is_gzip(path: str) -> bool:
+    with open(path, "rb") as f:
+        return f.read(2) == _GZIP_MAGIC
+
+
+def _check_exists(path: str) -> None:
+    if not Path(path).is_file():
+        raise TraceError(f"{path}: file not found")
+
+
+def _read_text(path: str) -> str:
+    try:
+        if _is_gzip(path):
+            with gzip.open(path, "rt", encoding="utf-8") as f:
+                return f.read()
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
+        raise TraceError(f"{path}: cannot read ({exc})") from None
+
+
+def _first_line(path: str) -> str:
+    try:
+        opener = gzip.open if _is_gzip(path) else open
+        with opener(path, "rt", encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    return line
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
+        raise TraceError(f"{path}: cannot read ({exc})") from None
+    raise TraceError(f"{path}: empty file")
+
+
+def detect_format(path: str) -> str:
+    """vidur, mooncake or azure, from the file name, else from the first line."""
+    _check_exists(path)
+    name = path.lower().removesuffix(".gz")
+    if name.endswith((".jsonl", ".json", ".ndjson")):
+        return "mooncake"
+    first = _first_line(path).lstrip()
+    if first.startswith("{"):
+        return "mooncake"
+    columns = {c.strip().strip('"') for c in first.split(",")}
+    if columns & {"TIMESTAMP", "ContextTokens", "GeneratedTokens"}:
+        return "azure"
+    return "vidur"
+
+
+def _read_csv(
+    path: str, usecols: list[str] | None, max_rows: int | None, dtype: dict | None = None
+) -> pd.DataFrame:
+    try:
+        compression = "gzip" if _is_gzip(path) else None
+        return pd.read_csv(
+            path, usecols=usecols, nrows=max_rows, dtype=dtype, compression=compression
+        )
+    except pd.errors.EmptyDataError:
+        raise TraceError(f"{path}: empty file") from None
+    except (pd.errors.ParserError, ValueError, OSError, EOFError, UnicodeDecodeError) as exc:
+        detail = " ".join(str(exc).split())
+        raise TraceError(f"{path}: not a readable CSV ({detail})") from None
+
+
+def _csv_columns(path: str) -> list[str]:
+    return [str(c) for c in _read_csv(path, None, 0).columns]
+
+
+def _require_rows(frame_len: int, loc: RowLocator) -> None:
+    if frame_len == 0:
+        raise loc.file_error("no data rows")
+
+
+# ---- shared checks ----
+
+
+def _arrivals(values: np.ndarray, column: str, loc: RowLocator) -> np.ndarray:
+    check_sorted(values, column, loc)
+    return values
+
+
+def _session_column(series: pd.Series, loc: RowLocator) -> np.ndarray:
+    # Empty cells mean "no session"; present values must be whole numbers >= 0 (or -1).
+    missing = series.isna().to_numpy()
+    filled = series.where(~series.isna(), NO_ID)
+    values = numeric_column(filled, "session_id", loc, positive=False)
+    ids = integer_column(values, "session_id", loc)
+    bad = np.flatnonzero(ids < NO_ID)
+    if bad.size:
+        raise loc.error(int(bad[0]), "session_id", f"must be >= 0 or -1 (got {ids[bad[0]]})")
+    ids[missing] = NO_ID
+    return ids
+
+
+def _check_block_counts(
+    counts: np.ndarray, low: np.ndarray, high: np.ndarray | None, rule: str, loc: RowLocator
+) -> None:
+    column = "block_hash_ids" if high is not None else "hash_ids"
+    too_few = np.flatnonzero(counts < low)
+    if too_few.size:
+        i = int(too_few[0])
+        raise loc.error(i, column, f"{counts[i]} ids but {rule} needs {low[i]}")
+    if high is not None:
+        too_many = np.flatnonzero(counts > high)
+        if too_many.size:
+            i = int(too_many[0])
+            raise loc.error(i, column, f"{counts[i]} ids but {rule} allows at most {high[i]}")
+
+
+# ---- Vidur CSV ----
+
+
+def _read_vidur(
+    path: str, need_arrivals: bool, need_hashes: bool, max_rows: int | None
+) -> TraceData:
+    loc = RowLocator(path)
+    columns = _csv_columns(path)
+    required = (["arrived_at"] if need_arrivals else []) + [
+        "num_prefill_tokens",
+        "num_decode_tokens",
+    ]
+    require_columns(columns, required, loc, "vidur")
+    with_hashes = need_hashes and "block_hash_ids" in columns
+    if with_hashes and "block_size" not in columns:
+        raise loc.file_error("missing column block_size (needed with block_hash_ids)")
+    optional = ["session_id"] if "session_id" in columns else []
+    optional += ["block_hash_ids", "block_size"] if with_hashes else []
+    df = _read_csv(path, required + optional, max_rows, dtype={"block_hash_ids": str})
+    _require_rows(len(df), loc)
+
+    prompt = numeric_column(df["num_prefill_tokens"], "num_prefill_tokens", loc, positive=True)
+    decode = numeric_column(df["num_decode_tokens"], "num_decode_tokens", loc, positive=True)
+    arrival = None
+    if need_arrivals:
+        raw = numeric_column(df["arrived_at"], "arrived_at", loc, positive=True, allow_zero=True)
+        arrival = _arrivals(raw, "arrived_at", loc)
+    sessions = _session_column(df["session_id"], loc) if "session_id" in df else None
+    block_ids = _vidur_block_ids(df, prompt, decode, loc) if with_hashes else None
+    return TraceData(
+        path, "vidur", prompt, decode, arrival, sessions, block_ids, np.arange(len(df))
+    )
+
+
+def _vidur_block_ids(
+    df: pd.DataFrame, prompt: np.ndarray, decode: np.ndarray, loc: RowLocator
+) -> BlockIds:
+    sizes = numeric_column(df["block_size"], "block_size", loc, positive=True)
+    sizes = integer_column(sizes, "block_size", loc)
+    differs = np.flatnonzero(sizes != sizes[0])
+    if differs.size:
+        i = int(differs[0])
+        raise loc.error(
+            i, "block_size", f"block_size mismatch: {sizes[i]} here but {sizes[0]} in row 1"
+        )
+    block = int(sizes[0])
+    lists = parse_json_lists(df["block_hash_ids"].to_numpy(dtype=object), "block_hash_ids", loc)
+    offsets, ids = lists_to_csr(lists, "block_hash_ids", loc)
+    p, d = np.floor(prompt).astype(np.int64), np.floor(decode).astype(np.int64)
+    rule = f"one id per full {block}-token block of prompt+output (every prompt block)"
+    _check_block_counts(np.diff(offsets), p // block, (p + d) // block, rule, loc)
+    return BlockIds(offsets, ids, block, covers_output=True)
+
+
+# ---- Mooncake JSONL ----
+
+
+def _read_mooncake(
+    path: str, need_arrivals: bool, need_hashes: bool, max_rows: int | None
+) -> TraceData:
+    lines = _read_text(path).splitlines()
+    line_no = np.flatnonzero([bool(s.strip()) for s in lines]) + 1
+    if max_rows is not None:
+        line_no = line_no[:max_rows]
+    loc = RowLocator(path, line_no)
+    if line_no.size == 0:
+        raise loc.file_error("empty file")
+    kept = [lines[i - 1] for i in line_no]
+    try:
+        records = json.loads("[" + ",".join(kept) + "]")
+    except json.JSONDecodeError:
+        records = None
+    if records is None or len(records) != len(kept):
+        _raise_bad_json_line(kept, loc)
+    not_object = np.flatnonzero([type(r) is not dict for r in records])
+    if not_object.size:
+        raise loc.error(int(not_object[0]), "-", "each line must be a JSON object")
+    df = pd.DataFrame.from_records(records)
+    required = (["timestamp"] if need_arrivals else []) + ["input_length", "output_length"]
+    required += ["hash_ids"] if need_hashes else []
+    require_columns(list(df.columns), required, loc, "mooncake")
+
+    prompt = numeric_column(df["input_length"], "input_length", loc, positive=True)
+    decode = numeric_column(df["output_length"], "output_length", loc, positive=True)
+    arrival = None
+    if need_arrivals:
+        ms = numeric_column(df["timestamp"], "timestamp", loc, positive=True, allow_zero=True)
+        arrival = _arrivals(ms / 1000.0, "timestamp", loc)
+    block_ids = None
+    if need_hashes:
+        offsets, ids = lists_to_csr(df["hash_ids"].to_numpy(dtype=object), "hash_ids", loc)
+        p = np.floor(prompt).astype(np.int64)
+        low = -(-p // MOONCAKE_BLOCK_TOKENS)
+        rule = f"one id per {MOONCAKE_BLOCK_TOKENS}-token prompt block (last may be partial)"
+        _check_block_counts(np.diff(offsets), low, None, rule, loc)
+        block_ids = BlockIds(offsets, ids, MOONCAKE_BLOCK_TOKENS, covers_output=False)
+    return TraceData(path, "mooncake", prompt, decode, arrival, None, block_ids, line_no - 1)
+
+
+def _raise_bad_json_line(lines: list[str], loc: RowLocator) -> None:
+    for i, line in enumerate(lines):
+        try:
+            json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise loc.error(i, "-", f"malformed JSON ({exc.msg} at char {exc.pos})") from None
+    raise loc.file_error("malformed JSON lines")
+
+
+# ---- Azure LLM inference CSV ----
+
+
+def _read_azure(path: str, need_arrivals: bool, max_rows: int | None) -> TraceData:
+    loc = RowLocator(path)
+    columns = _csv_columns(path)
+    required = (["TIMESTAMP"] if need_arrivals else []) + ["ContextTokens", "GeneratedTokens"]
+    require_columns(columns, required, loc, "azure")
+    df = _read_csv(path, required, max_rows, dtype={"TIMESTAMP": str})
+    _require_rows(len(df), loc)
+    prompt = numeric_column(df["ContextTokens"], "ContextTokens", loc, positive=True)
+    decode = numeric_column(df["GeneratedTokens"], "GeneratedTokens", loc, positive=True)
+    arrival = None
+    if need_arrivals:
+        stamps = pd.to_datetime(df["TIMESTAMP"], format="ISO8601", errors="coerce")
+        bad = np.flatnonzero(stamps.isna().to_numpy())
+        if bad.size:
+            i = int(bad[0])
+            raise loc.error(
+                i,
+                "TIMESTAMP",
+                f"not a datetime like 2023-11-16 18:15:46.68 (got {df['TIMESTAMP'].iloc[i]!r})",
+            )
+        ns = stamps.to_numpy(dtype="datetime64[ns]").astype(np.int64)
+        check_sorted(ns.astype(np.float64), "TIMESTAMP", loc)
+        arrival = (ns - ns[0]) / 1e9  # seconds since the first row
+    return TraceData(path, "azure", prompt, decode, arrival, None, None, np.arange(len(df)))
+
+
+# ---- entry point ----
+
+
+def read_trace(
+    path: str | Path,
+    fmt: str = "auto",
+    *,
+    need_arrivals: bool = True,
+    need_hashes: bool = False,
+    max_rows: int | None = None,
+) -> TraceData:
+    """Read and validate a trace file; only the first max_rows data rows when given."""
+    path = str(path)
+    _check_exists(path)
+    if fmt == "auto":
+        fmt = detect_format(path)
+    if fmt == "vidur":
+        return _read_vidur(path, need_arrivals, need_hashes, max_rows)
+    if fmt == "mooncake":
+        return _read_mooncake(path, need_arrivals, need_hashes, max_rows)
+    if fmt == "azure":
+        return _read_azure(path, need_arrivals, max_rows)
+    raise TraceError(f"{path}: unknown trace format {fmt!r} (allowed: auto, {', '.join(FORMATS)})")

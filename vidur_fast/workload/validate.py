@@ -1,0 +1,123 @@
+"""Range checks for workload configs; every error names the full field path."""
+
+import math
+from numbers import Integral, Real
+
+from vidur_fast.errors import ConfigError
+from vidur_fast.workload.config import (
+    FixedLengths,
+    GammaIntervals,
+    PoissonIntervals,
+    StaticIntervals,
+    SyntheticWorkload,
+    TraceIntervals,
+    TraceLengths,
+    TraceWorkload,
+    UniformIntervals,
+    UniformLengths,
+    ZipfLengths,
+)
+
+
+def _fail(field: str, rule: str, value: object) -> None:
+    raise ConfigError(f"{field}: {rule} (got {value!r})")
+
+
+def _positive(field: str, value: float) -> None:
+    if not (isinstance(value, Real) and math.isfinite(value) and value > 0):
+        _fail(field, "must be > 0", value)
+
+
+def _at_least(field: str, value: int, low: int) -> None:
+    if not isinstance(value, Integral) or isinstance(value, bool) or value < low:
+        _fail(field, f"must be an integer >= {low}", value)
+
+
+def validate_lengths(cfg: object, where: str) -> None:
+    match cfg:
+        case FixedLengths():
+            _at_least(f"{where}.prefill_tokens", cfg.prefill_tokens, 1)
+            _at_least(f"{where}.decode_tokens", cfg.decode_tokens, 1)
+        case UniformLengths() | ZipfLengths():
+            # total >= 2 so that prompt and output each get at least one token.
+            _at_least(f"{where}.min_tokens", cfg.min_tokens, 2)
+            _at_least(f"{where}.max_tokens", cfg.max_tokens, cfg.min_tokens)
+            ratio = cfg.prefill_to_decode_ratio
+            if not (math.isfinite(ratio) and ratio >= 0):
+                _fail(f"{where}.prefill_to_decode_ratio", "must be finite and >= 0", ratio)
+            if isinstance(cfg, ZipfLengths) and not 0 < cfg.theta < 1:
+                _fail(f"{where}.theta", "must be in (0, 1)", cfg.theta)
+        case TraceLengths():
+            _positive(f"{where}.prefill_scale", cfg.prefill_scale)
+            _positive(f"{where}.decode_scale", cfg.decode_scale)
+        case _:
+            raise ConfigError(f"{where}: unknown length generator {type(cfg).__name__}")
+
+
+def validate_intervals(cfg: object, where: str) -> None:
+    match cfg:
+        case PoissonIntervals() | UniformIntervals():
+            _positive(f"{where}.qps", cfg.qps)
+        case GammaIntervals():
+            _positive(f"{where}.qps", cfg.qps)
+            _positive(f"{where}.cv", cfg.cv)
+        case StaticIntervals():
+            pass
+        case TraceIntervals():
+            _positive(f"{where}.time_scale", cfg.time_scale)
+        case _:
+            raise ConfigError(f"{where}: unknown interval generator {type(cfg).__name__}")
+
+
+def validate_synthetic(cfg: SyntheticWorkload, where: str) -> None:
+    if cfg.num_requests is not None:
+        _at_least(f"{where}.num_requests", cfg.num_requests, 1)
+    if cfg.duration_s is not None:
+        _positive(f"{where}.duration_s", cfg.duration_s)
+    if cfg.max_tokens is not None:
+        _at_least(f"{where}.max_tokens", cfg.max_tokens, 2)
+    validate_lengths(cfg.lengths, f"{where}.lengths")
+    validate_intervals(cfg.intervals, f"{where}.intervals")
+    unbounded = cfg.num_requests is None and cfg.duration_s is None
+    if unbounded and not isinstance(cfg.intervals, TraceIntervals):
+        raise ConfigError(
+            f"{where}.num_requests: set num_requests or duration_s (both are None; only "
+            "trace intervals end by themselves)"
+        )
+    if cfg.num_requests is None and isinstance(cfg.intervals, StaticIntervals):
+        raise ConfigError(
+            f"{where}.num_requests: static intervals need num_requests (every request arrives "
+            "at t=0, so duration_s never ends the workload)"
+        )
+
+
+def validate_trace(cfg: TraceWorkload, where: str) -> None:
+    if not cfg.path:
+        _fail(f"{where}.path", "must name a trace file", cfg.path)
+    if cfg.format not in ("auto", "vidur", "mooncake", "azure"):
+        _fail(f"{where}.format", "must be one of auto, vidur, mooncake, azure", cfg.format)
+    if cfg.clip not in ("proportional", "prompt", "error"):
+        _fail(f"{where}.clip", "must be one of proportional, prompt, error", cfg.clip)
+    if cfg.num_requests is not None:
+        _at_least(f"{where}.num_requests", cfg.num_requests, 1)
+    _positive(f"{where}.prefill_scale", cfg.prefill_scale)
+    _positive(f"{where}.decode_scale", cfg.decode_scale)
+    _positive(f"{where}.time_scale", cfg.time_scale)
+    if cfg.max_tokens is not None:
+        _at_least(f"{where}.max_tokens", cfg.max_tokens, 2)
+
+
+def validate_workload(cfg: object, where: str = "workload") -> None:
+    """Raise ConfigError for the first out-of-range field of a workload config."""
+    match cfg:
+        case SyntheticWorkload():
+            validate_synthetic(cfg, where)
+        case TraceWorkload():
+            validate_trace(cfg, where)
+        case _:
+            raise ConfigError(f"{where}: unknown workload type {type(cfg).__name__}")
+
+
+def validate_build_args(seed: int, block_size: int) -> None:
+    _at_least("seed", seed, 0)
+    _at_least("block_size", block_size, 1)
