@@ -105,19 +105,29 @@ def test_fit_is_deterministic_and_matches_sklearn_bit_for_bit():
     np.testing.assert_array_equal(predict(a.estimator, q), a.estimator.predict(q))
 
 
-def test_tail_slope_recovers_linear_cost():
+def test_baseline_recovers_linear_cost():
     X, y = _linear_1d()
     m = fit_op("op", "tokens", X, y, FAST)
-    assert m.outer_max == 1024
-    assert m.tail_coef[0] == pytest.approx(3e-5, rel=0.05)
+    assert m.outer_max == 1024 and m.normalized
+    a, b = m.base_coef
+    assert a == pytest.approx(0.01, rel=0.1) and b == pytest.approx(3e-5, rel=0.05)
     assert m.stats["n"] == len(y) and m.stats["train_mape_pct"] < 2
 
 
-def test_flat_tail_falls_back_to_proportional_slope():
+def test_baseline_is_non_negative_and_positive_at_zero():
     X = np.array([[8.0], [16.0], [32.0], [64.0]])
     y = np.array([0.5, 0.4, 0.4, 0.4])  # decreasing noise would fit a negative slope
     m = fit_op("op", "tokens", X, y, FAST)
-    assert m.tail_coef[0] == pytest.approx(0.4 / 64, rel=0.3) and m.tail_coef[0] > 0
+    assert (m.base_coef >= 0).all() and m.base_coef[0] >= 0.2
+    np.testing.assert_allclose(model_value(m, X), y, rtol=0.15)
+
+
+def test_plain_fit_models_raw_time():
+    X, y = _linear_1d()
+    m = fit_op("op", "tokens", X, y, replace(FAST, work_normalized=False))
+    assert not m.normalized
+    m.estimator.set_params(n_jobs=1)
+    np.testing.assert_array_equal(model_value(m, X), m.estimator.predict(X))
 
 
 def test_staircase_support_from_2d_samples():
@@ -126,7 +136,7 @@ def test_staircase_support_from_2d_samples():
     m = fit_op("decode", "decode", X, y, FAST)
     np.testing.assert_array_equal(m.stair_outer, [1, 2, 4, 8])
     np.testing.assert_array_equal(m.stair_kv, [4096, 2048, 1024, 256])
-    assert (m.tail_coef >= 0).all() and m.tail_coef.shape == (2,)
+    assert (m.base_coef >= 0).all() and m.base_coef.shape == (3,)
 
 
 def test_empty_and_dirty_inputs():

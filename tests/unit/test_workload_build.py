@@ -72,9 +72,7 @@ def test_trace_workload_clip_error_names_row(tmp_path):
 
 def test_scales_truncate_and_floor_at_one(tmp_path):
     path = _csv(tmp_path, [(2, 3, 5), (4, 10, 1)])
-    t = build_workload(
-        TraceWorkload(path, prefill_scale=0.5, decode_scale=0.1, time_scale=0.5), 0
-    )
+    t = build_workload(TraceWorkload(path, prefill_scale=0.5, decode_scale=0.1, time_scale=0.5), 0)
     np.testing.assert_array_equal(t.prompt_tokens, [1, 5])
     np.testing.assert_array_equal(t.decode_tokens, [1, 1])
     np.testing.assert_array_equal(t.arrival_s, [1.0, 2.0])

@@ -127,7 +127,9 @@ def test_scaling_pads_with_private_hashes_and_truncates(tmp_path):
 
 def test_fit_block_hashes_unchanged_returns_input():
     offsets, hashes = np.array([0, 2, 3]), np.array([5, 6, 7])
-    out_off, out = fit_block_hashes(offsets, hashes, np.array([2, 1]), np.array([2, 1]), np.arange(2))
+    out_off, out = fit_block_hashes(
+        offsets, hashes, np.array([2, 1]), np.array([2, 1]), np.arange(2)
+    )
     assert out is hashes and out_off is offsets
 
 
@@ -149,8 +151,10 @@ def test_hash_values_identical_across_processes(tmp_path):
         f"t = build_workload(TraceWorkload({path!r}), 0, need_hashes=True);"
         "print(','.join(map(str, t.hashes)))"
     )
-    run = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-           for _ in range(2)]
+    run = [
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        for _ in range(2)
+    ]
     _, h = _trace_hashes(path)
     here = ",".join(map(str, np.concatenate(h)))
     assert run[0].stdout.strip() == run[1].stdout.strip() == here

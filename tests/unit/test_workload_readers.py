@@ -144,3 +144,36 @@ def test_azure_csv_relative_seconds(tmp_path):
 def test_max_rows_reads_only_the_head(tmp_path):
     path = _write(tmp_path / "t.csv", VIDUR_TEXT)
     assert len(read_trace(path, max_rows=2)) == 2
+
+
+# ---- project example traces (traces/examples, made by traces/make_examples.py) ----
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "traces"
+
+
+def test_example_traces_are_reproducible(tmp_path, monkeypatch):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_examples", EXAMPLES / "make_examples.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(module, "OUT", tmp_path)
+    module.poisson_uniform_200()
+    module.multiturn_shared_prefix()
+    for name in ("poisson_uniform_200.csv", "multiturn_shared_prefix.csv"):
+        assert (tmp_path / name).read_bytes() == (EXAMPLES / "examples" / name).read_bytes()
+
+
+def test_multiturn_example_shares_prefixes():
+    path = EXAMPLES / "examples" / "multiturn_shared_prefix.csv"
+    table = build_workload(TraceWorkload(str(path)), 0, need_hashes=True)
+    assert table.has_sessions and table.hash_block_size == 16
+    first_blocks = table.hashes[table.hash_offsets[:-1]]
+    assert np.unique(first_blocks).size == 1  # the shared system prompt
+    # a later turn of a session contains every full block of its previous turn
+    multi = [s for s in np.unique(table.session_id) if np.sum(table.session_id == s) > 1]
+    assert multi
+    for s in multi:
+        turns = np.flatnonzero(table.session_id == s)
+        a, b = table.hashes_of(turns[0]), table.hashes_of(turns[1])
+        np.testing.assert_array_equal(b[: a.size], a)

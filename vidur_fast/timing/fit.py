@@ -1,12 +1,17 @@
-"""Per-operator regressors fit on OperatorSamples, plus the measured support and tail slope
-that grids.py needs to extrapolate beyond the data.
+"""Per-operator regressors fit on OperatorSamples, with the work baseline and measured support
+that grids.py needs to interpolate and extrapolate.
 
-Every operator is one of three kinds, each with its "work" features (what the time grows
-with once kernels are saturated):
+Every operator is one of three kinds, each with its "work" features phi (what time grows with
+once kernels are saturated):
     tokens  (1-D, x = num_tokens):          phi = [n]
-    decode  (2-D, x = (batch, kv_len)):     phi = [b, b*kv]             (KV bytes read)
-    prefill (2-D, x = (chunk, kv_len)):     phi = [c, c*kv + c*c/2]     (attended pairs)
+    decode  (2-D, x = (batch, kv_len)):     phi = [b, b*kv]              (KV read)
+    prefill (2-D, x = (chunk, kv_len)):     phi = [c, kv, c*kv + c*c/2]  (KV read, attended pairs)
 2-D features are always ordered (outer, kv) so one code path serves decode and prefill.
+
+The baseline a + sum(b_i * phi_i) (non-negative, least squares in relative error) does two jobs:
+the regressor models time / baseline, a slowly varying efficiency that a piecewise-constant
+forest interpolates well between sparse samples; and past the measured support time is the
+edge value scaled by baseline(x) / baseline(edge), i.e. linear in the work features.
 """
 
 import time
@@ -25,9 +30,6 @@ from vidur_fast.timing.samples import TOKEN_OPS, OperatorSamples
 
 KV_SAVE = "attn_kv_cache_save"
 LAYER_TOKEN_OPS = tuple(op for op in TOKEN_OPS if op != KV_SAVE)
-KINDS = ("tokens", "decode", "prefill")
-# Samples with work >= this fraction of the largest work form the tail the slope is fit on.
-TAIL_FRACTION = 0.5
 _PREDICT_THREADS = 4
 _PREDICT_CHUNK = 1 << 17
 
@@ -41,8 +43,12 @@ def work_features(kind: str, outer, kv=None) -> list:
     if kind == "decode":
         return [outer, outer * kv]
     if kind == "prefill":
-        return [outer, outer * kv + outer * outer / 2.0]
+        return [outer, kv, outer * kv + outer * outer / 2.0]
     raise ValueError(f"unknown operator kind {kind!r}")
+
+
+def _n_work(kind: str) -> int:
+    return len(work_features(kind, np.zeros(1), np.zeros(1)))
 
 
 # ---- fitted model ----
@@ -50,27 +56,46 @@ def work_features(kind: str, outer, kv=None) -> list:
 
 @dataclass(frozen=True, eq=False)
 class OpModel:
-    """One operator's regressor with its measured support and tail slope."""
+    """One operator's regressor with its work baseline and measured support."""
 
     name: str
     kind: str
     estimator: object | None
     """Fitted sklearn regressor; None when the operator has no samples (predicts 0)."""
+    base_coef: np.ndarray = field(default_factory=lambda: np.ones(1))
+    """Work baseline [a, b_1, ...] >= 0 (a > 0)."""
+    normalized: bool = True
+    """The regressor models time / baseline (else raw time, as Vidur)."""
     outer_max: float = 0.0
     """Largest measured num_tokens (tokens) or batch/chunk (decode/prefill)."""
     stair_outer: np.ndarray = field(default_factory=lambda: np.zeros(0))
     """2-D only: sorted distinct measured outer values."""
     stair_kv: np.ndarray = field(default_factory=lambda: np.zeros(0))
     """2-D only: largest measured kv among samples with outer >= stair_outer[i]."""
-    tail_coef: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    """Non-negative slope per work feature, used past the support."""
-    base_coef: np.ndarray = field(default_factory=lambda: np.ones(1))
-    """Work baseline [a, b_1, ...]: the regressor models time / (a + sum b_i * phi_i)."""
     stats: dict = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
         return self.estimator is None
+
+
+def baseline(m: OpModel, outer, kv=None):
+    """The work baseline of m at outer (and kv); broadcasts like them."""
+    phi = work_features(m.kind, outer, kv)
+    return m.base_coef[0] + sum(c * p for c, p in zip(m.base_coef[1:], phi, strict=True))
+
+
+def edge_scale(m: OpModel, outer, kv, outer_e, kv_e):
+    """Factor from the regressor's output at edge point (outer_e, kv_e) to the time at
+    (outer, kv); exactly 1 (raw) or the baseline (normalized) when the point is the edge."""
+    b = baseline(m, outer, kv)
+    return b if m.normalized else b / baseline(m, outer_e, kv_e)
+
+
+def model_value(m: OpModel, X: np.ndarray) -> np.ndarray:
+    """Predicted time at points X inside the support (no extrapolation rule)."""
+    kv = X[:, 1] if X.shape[1] > 1 else None
+    return predict(m.estimator, X) * edge_scale(m, X[:, 0], kv, X[:, 0], kv)
 
 
 def make_regressor(cfg: PredictorConfig):
@@ -154,58 +179,19 @@ def _stairs(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return outer, np.maximum.accumulate(kv_max[::-1])[::-1]
 
 
-def _tail_coef(kind: str, X: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Non-negative least-squares slope of time on the work features over the largest samples."""
-    kv = X[:, 1] if X.shape[1] > 1 else None
-    phi = np.column_stack(work_features(kind, X[:, 0], kv))
-    w = phi[:, -1]
-    tail = w >= TAIL_FRACTION * w.max()
-    if tail.sum() < 3:
-        tail = np.zeros(len(w), bool)
-        tail[np.argsort(w)[-3:]] = True
-    coef = np.zeros(phi.shape[1])
-    if len(np.unique(w[tail])) >= 2:
-        coef = LinearRegression(positive=True).fit(phi[tail], y[tail]).coef_
-    coef = np.maximum(np.asarray(coef, dtype=np.float64), 0.0)
-    if float(phi[tail].max(axis=0) @ coef) < 0.01 * float(np.median(y[tail])):
-        # Flat (latency-bound) or single-point tail: a flat extension would under-predict
-        # larger shapes, so scale proportionally with the dominant work instead.
-        coef = np.zeros(phi.shape[1])
-        w_max = w.max()
-        coef[-1] = float(y[w == w_max].mean() / w_max) if w_max > 0 else 0.0
-    return coef
-
-
 def _base_coef(kind: str, X: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """[a, b_1, ...] >= 0 of time ~ a + sum b_i * phi_i, least squares in relative error.
-
-    Dividing time by this baseline leaves a slowly varying efficiency factor, which a
-    piecewise-constant forest interpolates far better between sparse (log-spaced) samples.
-    """
+    """[a, b_1, ...] >= 0 of time ~ a + sum(b_i * phi_i), least squares in relative error."""
     kv = X[:, 1] if X.shape[1] > 1 else None
     design = np.column_stack([np.ones(len(y)), *work_features(kind, X[:, 0], kv)])
     pos = y > 0
     coef = np.zeros(design.shape[1])
     if pos.sum() >= 2:
-        w = 1.0 / y[pos] ** 2  # relative error: tiny and huge shapes weigh alike
+        weight = 1.0 / y[pos] ** 2  # relative error: tiny and huge shapes weigh alike
         lr = LinearRegression(positive=True, fit_intercept=False)
-        coef = lr.fit(design[pos], y[pos], sample_weight=w).coef_.astype(np.float64)
-    # Keep the baseline bounded away from 0 so the ratio stays finite at tiny shapes.
-    floor = 0.5 * float(y[pos].min()) if pos.any() else 1.0
-    coef[0] = max(coef[0], floor)
+        coef = lr.fit(design[pos], y[pos], sample_weight=weight).coef_.astype(np.float64)
+    # Keep the baseline away from 0 so time / baseline stays finite at tiny shapes.
+    coef[0] = max(coef[0], 0.5 * float(y[pos].min()) if pos.any() else 1.0)
     return coef
-
-
-def baseline(m: OpModel, outer, kv=None):
-    """The work baseline of m at outer (and kv); broadcasts like them."""
-    phi = work_features(m.kind, outer, kv)
-    return m.base_coef[0] + sum(c * p for c, p in zip(m.base_coef[1:], phi, strict=True))
-
-
-def model_value(m: OpModel, X: np.ndarray) -> np.ndarray:
-    """Regressor times baseline at points X, without the extrapolation rule."""
-    kv = X[:, 1] if X.shape[1] > 1 else None
-    return predict(m.estimator, X) * baseline(m, X[:, 0], kv)
 
 
 def fit_op(name: str, kind: str, X: np.ndarray, y: np.ndarray, cfg: PredictorConfig) -> OpModel:
@@ -213,25 +199,21 @@ def fit_op(name: str, kind: str, X: np.ndarray, y: np.ndarray, cfg: PredictorCon
     t0 = time.perf_counter()
     X, y, n_dropped = clean_rows(name, np.asarray(X, np.float64), np.asarray(y, np.float64))
     if len(y) == 0:
-        return OpModel(name, kind, None, stats={"n": 0, "dropped": n_dropped, "empty": True})
-    if cfg.work_normalized:
-        base = _base_coef(kind, X, y)
-    else:  # baseline 1: the regressor models raw time, as Vidur does
-        base = np.zeros(2 if kind == "tokens" else 3)
-        base[0] = 1.0
+        stats = {"n": 0, "dropped": n_dropped, "empty": True}
+        return OpModel(name, kind, None, np.r_[1.0, np.zeros(_n_work(kind))], stats=stats)
     stairs = _stairs(X) if kind != "tokens" else (np.zeros(0), np.zeros(0))
-    m = OpModel(
+    shell = OpModel(
         name,
         kind,
         None,
+        _base_coef(kind, X, y),
+        cfg.work_normalized,
         float(X[:, 0].max()),
-        stairs[0],
-        stairs[1],
-        _tail_coef(kind, X, y),
-        base,
+        *stairs,
     )
-    est = make_regressor(cfg).fit(X, y / baseline(m, X[:, 0], X[:, -1]))
-    m = replace(m, estimator=est)
+    kv = X[:, 1] if X.shape[1] > 1 else None
+    target = y / baseline(shell, X[:, 0], kv) if cfg.work_normalized else y
+    m = replace(shell, estimator=make_regressor(cfg).fit(X, target))
     stats = {
         "n": len(y),
         "dropped": n_dropped,
@@ -239,11 +221,10 @@ def fit_op(name: str, kind: str, X: np.ndarray, y: np.ndarray, cfg: PredictorCon
         "outer_range": [float(X[:, 0].min()), float(X[:, 0].max())],
         "train_mape_pct": round(mape(y, model_value(m, X)), 4),
         "base_coef": [float(c) for c in m.base_coef],
-        "tail_coef": [float(c) for c in m.tail_coef],
         "fit_s": round(time.perf_counter() - t0, 3),
     }
-    if X.shape[1] > 1:
-        stats["kv_range"] = [float(X[:, 1].min()), float(X[:, 1].max())]
+    if kv is not None:
+        stats["kv_range"] = [float(kv.min()), float(kv.max())]
     return replace(m, stats=stats)
 
 

@@ -1,13 +1,14 @@
 """Evaluate fitted operator models on the dense TimingGrids layout (kernels/timing.py).
 
-Inside the measured support a grid cell is the model's prediction (regressor x work baseline,
-see fit.py). Past it (random forests
-are flat there) the value continues linearly in the operator's work features from the edge:
-    t(x) = model(edge(x)) + tail_coef . (phi(x) - phi(edge(x)))
+Inside the measured support a grid cell is the model's prediction (regressor, times the work
+baseline when normalized; see fit.py). Past it, where random forests are flat, the value is
+the prediction at the edge scaled by the work baseline:
+    t(x) = t(edge(x)) * baseline(x) / baseline(edge(x))
+so time grows linearly in the work features (tokens; b and b*kv; c, kv and c*kv + c^2/2).
 edge(x) clamps the outer axis (tokens, batch, chunk) to its largest measured value, then the kv
 axis to the largest kv measured at that outer value or above (the "staircase" left by memory
-limits and kv + chunk <= max_model_len). The rule is continuous at the edge and, because
-tail_coef >= 0, never drops below the edge value.
+limits and kv + chunk <= max_model_len). The rule is continuous at the edge and, since the
+baseline's coefficients are >= 0, never drops below the edge value.
 
 Random forests are piecewise constant: two points on the same side of every split threshold
 of a feature predict the same value. So a forest is evaluated once per threshold cell that the
@@ -20,15 +21,7 @@ from sklearn.ensemble import RandomForestRegressor
 from vidur_fast.errors import ProfileError
 from vidur_fast.kernels.timing import N_COUNTERS, TimingGrids
 from vidur_fast.timing.config import PredictorConfig
-from vidur_fast.timing.fit import (
-    KV_SAVE,
-    LAYER_TOKEN_OPS,
-    OpModel,
-    baseline,
-    model_value,
-    predict,
-    work_features,
-)
+from vidur_fast.timing.fit import KV_SAVE, LAYER_TOKEN_OPS, OpModel, edge_scale, predict
 
 GRID_FIELDS = ("tok_ms", "kv_save_ms", "allreduce_ms", "sendrecv_ms", "decode_ms", "prefill_ms")
 
@@ -112,20 +105,11 @@ def evaluate_points(m: OpModel, X: np.ndarray) -> np.ndarray:
     o = X[:, 0]
     o_e = np.minimum(o, m.outer_max)
     if m.kind == "tokens":
-        edge = o_e[:, None]
-        delta = m.tail_coef[0] * (o - o_e)
-    else:
-        kv = X[:, 1]
-        kv_e = np.minimum(kv, kv_limit(m, o_e))
-        edge = np.column_stack([o_e, kv_e])
-        delta = _tail_delta(m, o, kv, o_e, kv_e)
-    return _finish(m, model_value(m, edge) + delta)
-
-
-def _tail_delta(m: OpModel, o, kv, o_e, kv_e) -> np.ndarray:
-    phi = work_features(m.kind, o, kv)
-    phi_e = work_features(m.kind, o_e, kv_e)
-    return sum(c * (p - pe) for c, p, pe in zip(m.tail_coef, phi, phi_e, strict=True))
+        return _finish(m, predict(m.estimator, o_e[:, None]) * edge_scale(m, o, None, o_e, None))
+    kv = X[:, 1]
+    kv_e = np.minimum(kv, kv_limit(m, o_e))
+    at_edge = predict(m.estimator, np.column_stack([o_e, kv_e]))
+    return _finish(m, at_edge * edge_scale(m, o, kv, o_e, kv_e))
 
 
 def _finish(m: OpModel, t: np.ndarray) -> np.ndarray:
@@ -136,13 +120,13 @@ def _finish(m: OpModel, t: np.ndarray) -> np.ndarray:
 
 
 def evaluate_tokens(m: OpModel, n: np.ndarray) -> np.ndarray:
-    """1-D model on the sorted token counts n; equals evaluate_points at every n."""
+    """1-D model on the token counts n; equals evaluate_points at every n."""
     if m.empty:
         return np.zeros(len(n))
     n_e = np.minimum(n, m.outer_max)
     uniq, inverse = np.unique(n_e, return_inverse=True)
-    ratio = evaluate_product(m.estimator, [uniq])[inverse.reshape(-1)]
-    return _finish(m, ratio * baseline(m, n_e) + m.tail_coef[0] * (n - n_e))
+    at_edge = evaluate_product(m.estimator, [uniq])[inverse.reshape(-1)]
+    return _finish(m, at_edge * edge_scale(m, n, None, n_e, None))
 
 
 def evaluate_2d(m: OpModel, outer: np.ndarray, kv: np.ndarray) -> np.ndarray:
@@ -156,10 +140,8 @@ def evaluate_2d(m: OpModel, outer: np.ndarray, kv: np.ndarray) -> np.ndarray:
     cols = np.unique(np.concatenate([kv[kv <= lim.max()], lim]))
     table = evaluate_product(m.estimator, [rows, cols])
     kv_e = np.minimum(kv[None, :], lim[:, None])
-    ratio = table[row_of.reshape(-1)[:, None], np.searchsorted(cols, kv_e)]
-    edge_value = ratio * baseline(m, o_e[:, None], kv_e)
-    delta = _tail_delta(m, outer[:, None], kv[None, :], o_e[:, None], kv_e)
-    return _finish(m, edge_value + delta)
+    at_edge = table[row_of.reshape(-1)[:, None], np.searchsorted(cols, kv_e)]
+    return _finish(m, at_edge * edge_scale(m, outer[:, None], kv[None, :], o_e[:, None], kv_e))
 
 
 # ---- the grids ----

@@ -51,7 +51,7 @@ def _build_synthetic(cfg: SyntheticWorkload, seed: int, where: str) -> RequestTa
         rng_for(seed, Stream.INTERVALS),
         cfg.num_requests,
         cfg.duration_s,
-        f"{where}",
+        where,
     )
     if arrivals.size == 0:
         raise ConfigError(

@@ -49,9 +49,12 @@ def _short(value: object) -> str:
 
 
 def numeric_column(
-    series: pd.Series, column: str, loc: RowLocator, *, positive: bool, allow_zero: bool = False
+    series: pd.Series, column: str, loc: RowLocator, *, must_be: str | None = "> 0"
 ) -> np.ndarray:
-    """float64 values of a numeric column; rejects missing, non-numeric, inf and out-of-range."""
+    """float64 values of a numeric column; rejects missing, non-numeric, inf and out-of-range.
+
+    must_be: "> 0", ">= 0" or None (any finite number).
+    """
     missing = series.isna().to_numpy()
     values = _to_float(series)
     i = _first(missing)
@@ -63,12 +66,10 @@ def numeric_column(
     i = _first(~np.isfinite(values))
     if i is not None:
         raise loc.error(i, column, f"must be finite (got {values[i]})")
-    if positive:
-        bad = values < 0 if allow_zero else values <= 0
-        i = _first(bad)
+    if must_be is not None:
+        i = _first(values < 0 if must_be == ">= 0" else values <= 0)
         if i is not None:
-            rule = ">= 0" if allow_zero else "> 0"
-            raise loc.error(i, column, f"must be {rule} (got {values[i]:g})")
+            raise loc.error(i, column, f"must be {must_be} (got {values[i]:g})")
     return values
 
 

@@ -150,16 +150,11 @@ def _require_rows(frame_len: int, loc: RowLocator) -> None:
 # ---- shared checks ----
 
 
-def _arrivals(values: np.ndarray, column: str, loc: RowLocator) -> np.ndarray:
-    check_sorted(values, column, loc)
-    return values
-
-
 def _session_column(series: pd.Series, loc: RowLocator) -> np.ndarray:
     # Empty cells mean "no session"; present values must be whole numbers >= 0 (or -1).
     missing = series.isna().to_numpy()
     filled = series.where(~series.isna(), NO_ID)
-    values = numeric_column(filled, "session_id", loc, positive=False)
+    values = numeric_column(filled, "session_id", loc, must_be=None)
     ids = integer_column(values, "session_id", loc)
     bad = np.flatnonzero(ids < NO_ID)
     if bad.size:
@@ -169,9 +164,13 @@ def _session_column(series: pd.Series, loc: RowLocator) -> np.ndarray:
 
 
 def _check_block_counts(
-    counts: np.ndarray, low: np.ndarray, high: np.ndarray | None, rule: str, loc: RowLocator
+    counts: np.ndarray,
+    low: np.ndarray,
+    high: np.ndarray | None,
+    column: str,
+    rule: str,
+    loc: RowLocator,
 ) -> None:
-    column = "block_hash_ids" if high is not None else "hash_ids"
     too_few = np.flatnonzero(counts < low)
     if too_few.size:
         i = int(too_few[0])
@@ -204,12 +203,13 @@ def _read_vidur(
     df = _read_csv(path, required + optional, max_rows, dtype={"block_hash_ids": str})
     _require_rows(len(df), loc)
 
-    prompt = numeric_column(df["num_prefill_tokens"], "num_prefill_tokens", loc, positive=True)
-    decode = numeric_column(df["num_decode_tokens"], "num_decode_tokens", loc, positive=True)
+    prompt = numeric_column(df["num_prefill_tokens"], "num_prefill_tokens", loc)
+    decode = numeric_column(df["num_decode_tokens"], "num_decode_tokens", loc)
     arrival = None
     if need_arrivals:
-        raw = numeric_column(df["arrived_at"], "arrived_at", loc, positive=True, allow_zero=True)
-        arrival = _arrivals(raw, "arrived_at", loc)
+        raw = numeric_column(df["arrived_at"], "arrived_at", loc, must_be=">= 0")
+        check_sorted(raw, "arrived_at", loc)
+        arrival = raw
     sessions = _session_column(df["session_id"], loc) if "session_id" in df else None
     block_ids = _vidur_block_ids(df, prompt, decode, loc) if with_hashes else None
     return TraceData(
@@ -220,7 +220,7 @@ def _read_vidur(
 def _vidur_block_ids(
     df: pd.DataFrame, prompt: np.ndarray, decode: np.ndarray, loc: RowLocator
 ) -> BlockIds:
-    sizes = numeric_column(df["block_size"], "block_size", loc, positive=True)
+    sizes = numeric_column(df["block_size"], "block_size", loc)
     sizes = integer_column(sizes, "block_size", loc)
     differs = np.flatnonzero(sizes != sizes[0])
     if differs.size:
@@ -233,7 +233,7 @@ def _vidur_block_ids(
     offsets, ids = lists_to_csr(lists, "block_hash_ids", loc)
     p, d = np.floor(prompt).astype(np.int64), np.floor(decode).astype(np.int64)
     rule = f"one id per full {block}-token block of prompt+output (every prompt block)"
-    _check_block_counts(np.diff(offsets), p // block, (p + d) // block, rule, loc)
+    _check_block_counts(np.diff(offsets), p // block, (p + d) // block, "block_hash_ids", rule, loc)
     return BlockIds(offsets, ids, block, covers_output=True)
 
 
@@ -262,22 +262,22 @@ def _read_mooncake(
         raise loc.error(int(not_object[0]), "-", "each line must be a JSON object")
     df = pd.DataFrame.from_records(records)
     required = (["timestamp"] if need_arrivals else []) + ["input_length", "output_length"]
-    required += ["hash_ids"] if need_hashes else []
     require_columns(list(df.columns), required, loc, "mooncake")
 
-    prompt = numeric_column(df["input_length"], "input_length", loc, positive=True)
-    decode = numeric_column(df["output_length"], "output_length", loc, positive=True)
+    prompt = numeric_column(df["input_length"], "input_length", loc)
+    decode = numeric_column(df["output_length"], "output_length", loc)
     arrival = None
     if need_arrivals:
-        ms = numeric_column(df["timestamp"], "timestamp", loc, positive=True, allow_zero=True)
-        arrival = _arrivals(ms / 1000.0, "timestamp", loc)
+        ms = numeric_column(df["timestamp"], "timestamp", loc, must_be=">= 0")
+        check_sorted(ms, "timestamp", loc)
+        arrival = ms / 1000.0
     block_ids = None
-    if need_hashes:
+    if need_hashes and "hash_ids" in df:  # like Vidur's block_hash_ids: optional
         offsets, ids = lists_to_csr(df["hash_ids"].to_numpy(dtype=object), "hash_ids", loc)
         p = np.floor(prompt).astype(np.int64)
         low = -(-p // MOONCAKE_BLOCK_TOKENS)
         rule = f"one id per {MOONCAKE_BLOCK_TOKENS}-token prompt block (last may be partial)"
-        _check_block_counts(np.diff(offsets), low, None, rule, loc)
+        _check_block_counts(np.diff(offsets), low, None, "hash_ids", rule, loc)
         block_ids = BlockIds(offsets, ids, MOONCAKE_BLOCK_TOKENS, covers_output=False)
     return TraceData(path, "mooncake", prompt, decode, arrival, None, block_ids, line_no - 1)
 
@@ -301,8 +301,8 @@ def _read_azure(path: str, need_arrivals: bool, max_rows: int | None) -> TraceDa
     require_columns(columns, required, loc, "azure")
     df = _read_csv(path, required, max_rows, dtype={"TIMESTAMP": str})
     _require_rows(len(df), loc)
-    prompt = numeric_column(df["ContextTokens"], "ContextTokens", loc, positive=True)
-    decode = numeric_column(df["GeneratedTokens"], "GeneratedTokens", loc, positive=True)
+    prompt = numeric_column(df["ContextTokens"], "ContextTokens", loc)
+    decode = numeric_column(df["GeneratedTokens"], "GeneratedTokens", loc)
     arrival = None
     if need_arrivals:
         stamps = pd.to_datetime(df["TIMESTAMP"], format="ISO8601", errors="coerce")
@@ -315,8 +315,8 @@ def _read_azure(path: str, need_arrivals: bool, max_rows: int | None) -> TraceDa
                 f"not a datetime like 2023-11-16 18:15:46.68 (got {df['TIMESTAMP'].iloc[i]!r})",
             )
         ns = stamps.to_numpy(dtype="datetime64[ns]").astype(np.int64)
-        check_sorted(ns.astype(np.float64), "TIMESTAMP", loc)
         arrival = (ns - ns[0]) / 1e9  # seconds since the first row
+        check_sorted(arrival, "TIMESTAMP", loc)
     return TraceData(path, "azure", prompt, decode, arrival, None, None, np.arange(len(df)))
 
 

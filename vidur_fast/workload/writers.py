@@ -22,4 +22,4 @@ def write_vidur_csv(table: RequestTable, path: str | Path) -> None:
         per_request = np.split(table.hashes, table.hash_offsets[1:-1])
         columns["block_hash_ids"] = ["[" + ",".join(map(str, h)) + "]" for h in per_request]
         columns["block_size"] = np.full(len(table), table.hash_block_size, dtype=np.int64)
-    pd.DataFrame(columns).to_csv(path, index=False, float_format="%.9g")
+    pd.DataFrame(columns).to_csv(path, index=False)  # shortest repr: exact round trip

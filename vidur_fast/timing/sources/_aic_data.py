@@ -174,7 +174,10 @@ def read_table(path: Path, required: tuple[str, ...], optional: tuple[str, ...] 
         raise profile_error(SOURCE, f"{path} lacks column {missing[0]!r}")
     cols = tuple(required) + tuple(c for c in optional if c in names)
     st = os.stat(path)
-    return _read_parquet(str(path), st.st_mtime_ns, st.st_size, cols)
+    try:
+        return _read_parquet(str(path), st.st_mtime_ns, st.st_size, cols)
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        raise profile_error(SOURCE, f"cannot read {path}: {exc}") from None
 
 
 def pick_fastest_kernel(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:

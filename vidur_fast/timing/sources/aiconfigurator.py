@@ -3,8 +3,8 @@
 Tables are per GPU, latency in ms, message sizes in elements (see docs/timing_sources.md).
 What the database does not measure is derived here by explicit, documented models:
 GEMM shapes of the model (log-space bilinear interpolation over measured (n, k)), non-GEMM token
-ops (memory-bound), prefill over a cached prefix (equal-attended-pairs rule plus a KV-read
-floor) and PP send/recv (latency + bytes / link bandwidth from the system YAML).
+ops (memory-bound), prefill over a cached prefix (equal-attended-pairs rule plus KV-read
+floors) and PP send/recv (latency + bytes / link bandwidth from the system YAML).
 """
 
 from dataclasses import dataclass
@@ -93,9 +93,17 @@ class HeadMatch:
     head_dim: int
     prefill_scale: float  # (q * d) / (q' * d'): prefill FLOPs ratio
     decode_scale: float  # (kv * d) / (kv' * d'): decode KV-bytes ratio
+    # both applied with scale_above_floor
 
     def describe(self) -> str:
         return f"q={self.q} kv={self.kv} d={self.head_dim}"
+
+
+def scale_above_floor(t: np.ndarray, ratio: float) -> np.ndarray:
+    """t_min + (t - t_min) * ratio: the work scales with the head ratio, the launch floor of
+    the kernel (its fastest measured latency) does not."""
+    floor = np.nanmin(t)
+    return floor + (t - floor) * ratio
 
 
 def attention_rows(path: Path, context: bool) -> pd.DataFrame:
@@ -127,7 +135,8 @@ def match_heads(rows: pd.DataFrame, q: int, kv: int, d: int) -> HeadMatch:
     return HeadMatch(mq, mkv, md, (q * d) / (mq * md), (kv * d) / (mkv * md))
 
 
-def _select(rows: pd.DataFrame, match: HeadMatch, keys: list[str]) -> pd.DataFrame:
+def select_heads(rows: pd.DataFrame, match: HeadMatch, keys: list[str]) -> pd.DataFrame:
+    """Rows of the matched head configuration, one (fastest-kernel) latency per key."""
     sel = rows[
         (rows.num_heads == match.q)
         & (rows.num_key_value_heads == match.kv)
@@ -139,8 +148,8 @@ def _select(rows: pd.DataFrame, match: HeadMatch, keys: list[str]) -> pd.DataFra
 def full_prefill_curve(rows: pd.DataFrame, match: HeadMatch) -> tuple[np.ndarray, np.ndarray]:
     """(isl, ms) of a single full prefill with no cached prefix, head-scaled; a running max
     over isl removes timing noise at tiny lengths so the curve is monotone."""
-    sel = _select(rows, match, ["isl"])
-    t = np.maximum.accumulate(sel.latency.to_numpy() * match.prefill_scale)
+    sel = select_heads(rows, match, ["isl"])
+    t = np.maximum.accumulate(scale_above_floor(sel.latency.to_numpy(), match.prefill_scale))
     return sel.isl.to_numpy(dtype=np.int64), t
 
 
@@ -161,9 +170,20 @@ def kv_read_floor_ms(kv, chunk, q: int, kvh: int, d: int, bytes_per_s: float, co
     return nbytes / bytes_per_s * 1e3 + const_ms
 
 
+def single_decode_floor_ms(decode: pd.DataFrame, kv, chunk) -> np.ndarray:
+    """Measured decode of one request whose last query sees the same kv + chunk positions:
+    a chunk over a cached prefix reads at least that KV with the same kind of kernel.
+    Running max over kv (monotone), log-log between measured kv, linear in kv beyond."""
+    one = decode[decode.batch_size == 1].sort_values("kv_len")
+    positions = one.kv_len.to_numpy(dtype=np.float64) + 1
+    t = np.maximum.accumulate(one.time_ms.to_numpy())
+    x = np.asarray(kv, dtype=np.float64) + np.asarray(chunk, dtype=np.float64)
+    return interp_loglog(x, positions, t, above_exponent=1.0)
+
+
 def derive_prefill(isl, t_full, kv, chunk, floor_ms) -> np.ndarray:
-    """t(kv, chunk) = t_full(L_eq) (work-quadratic beyond the largest measured isl), at least the
-    KV-read floor when kv > 0; exactly t_full(chunk) at kv = 0."""
+    """t(kv, chunk) = t_full(L_eq) (work-quadratic beyond the largest measured isl), at least
+    `floor_ms` (KV-read floors) when kv > 0; exactly t_full(chunk) at kv = 0."""
     t = interp_loglog(equivalent_chunk(kv, chunk), isl, t_full, above_exponent=2.0)
     return np.where(np.asarray(kv) > 0, np.maximum(t, floor_ms), t)
 
@@ -174,10 +194,10 @@ def decode_samples(rows: pd.DataFrame, match: HeadMatch) -> tuple[pd.DataFrame, 
     measured batch at that kv, then linearly in kv + 1 from the longest measured kv of that
     batch: decode is KV-bandwidth-bound there, so time ~ batch * (kv + 1).
     Returns (frame, number of filled cells)."""
-    sel = _select(rows, match, ["batch_size", "step"])
-    grid = sel.pivot(index="batch_size", columns="step", values="latency") * match.decode_scale
+    sel = select_heads(rows, match, ["batch_size", "step"])
+    grid = sel.pivot(index="batch_size", columns="step", values="latency")
     grid = grid.reindex(columns=np.sort(rows.step.unique()))
-    t = grid.to_numpy(copy=True)
+    t = scale_above_floor(grid.to_numpy(copy=True), match.decode_scale)
     missing = ~np.isfinite(t)
     _fill_linear(t, grid.index.to_numpy(dtype=np.float64))
     _fill_linear(t.T, grid.columns.to_numpy(dtype=np.float64) + 1)
@@ -350,11 +370,14 @@ def load(
     isl, t_full = full_prefill_curve(ctx_rows, ctx_match)
     kv, chunk = np.meshgrid(PREFILL_KV, np.union1d(PREFILL_CHUNKS, isl), indexing="ij")
     kv, chunk = kv.ravel(), chunk.ravel()
-    floor = kv_read_floor_ms(kv, chunk, q, kvh, d, mem_bps, mem_const_ms)
-    prefill = frame(PREFILL_COLUMNS, kv, chunk, derive_prefill(isl, t_full, kv, chunk, floor))
     gen_rows = attention_rows(gen_path, context=False)
     gen_match = match_heads(gen_rows, q, kvh, d)
     decode, filled = decode_samples(gen_rows, gen_match)
+    floor = np.maximum(
+        kv_read_floor_ms(kv, chunk, q, kvh, d, mem_bps, mem_const_ms),
+        single_decode_floor_ms(decode, kv, chunk),
+    )
+    prefill = frame(PREFILL_COLUMNS, kv, chunk, derive_prefill(isl, t_full, kv, chunk, floor))
 
     # collectives
     e = model.embedding_dim

@@ -70,8 +70,11 @@ def _read_cached(path: str, mtime_ns: int, size: int, columns: tuple[str, ...]) 
     return pd.read_csv(path, usecols=list(columns))
 
 
-def _read(path: Path, root: Path, required: tuple[str, ...], optional=()) -> pd.DataFrame:
-    """Read the named columns of one CSV; ProfileError naming the file (and column) if unusable."""
+def _read(
+    path: Path, root: Path, required: tuple[str, ...], optional=(), everything: bool = False
+) -> pd.DataFrame:
+    """Read the named columns of one CSV (all columns if `everything`); ProfileError naming the
+    file (and column) if unusable."""
     rel = path.relative_to(root) if path.is_relative_to(root) else path
     if not path.is_file():
         raise profile_error(SOURCE, f"missing file {rel} in {root}")
@@ -82,7 +85,10 @@ def _read(path: Path, root: Path, required: tuple[str, ...], optional=()) -> pd.
     missing = [c for c in required if c not in header]
     if missing:
         raise profile_error(SOURCE, f"{path} lacks column {missing[0]!r}")
-    cols = tuple(required) + tuple(c for c in optional if c in header)
+    if everything:
+        cols = tuple(header)
+    else:
+        cols = tuple(required) + tuple(c for c in optional if c in header)
     st = os.stat(path)
     try:
         df = _read_cached(str(path), st.st_mtime_ns, st.st_size, cols)
@@ -93,9 +99,9 @@ def _read(path: Path, root: Path, required: tuple[str, ...], optional=()) -> pd.
 
 def _numeric(df: pd.DataFrame, path: Path, columns) -> pd.DataFrame:
     for c in columns:
-        if df[c].dtype == bool:
+        if pd.api.types.is_bool_dtype(df[c]):
             continue
-        if df[c].dtype == object and c == "use_gated_mlp":
+        if c == "use_gated_mlp" and not pd.api.types.is_numeric_dtype(df[c]):
             df[c] = df[c].astype(str).str.strip().str.lower().map({"true": True, "false": False})
             continue
         vals = pd.to_numeric(df[c], errors="coerce")
@@ -120,7 +126,8 @@ def _mlp_ops(model: ModelSpec, device: str, tp: int, root: Path) -> tuple[pd.Dat
     # NOTE(vidur): models without a post-attention norm (phi-2) have no such column or model.
     ops = [op for op in MLP_OPS if op != "post_attention_layernorm" or model.post_attn_norm]
     medians = tuple(_median(op) for op in ops)
-    df = _read(path, root, MLP_FILTERS + ("num_tokens",) + medians)
+    # all columns: Vidur drops duplicate rows over the whole frame
+    df = _read(path, root, MLP_FILTERS + ("num_tokens",) + medians, everything=True)
     df = _numeric(df, path, MLP_FILTERS + ("num_tokens",))
     shape = (
         (df.n_head == model.num_q_heads)
