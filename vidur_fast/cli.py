@@ -8,7 +8,7 @@ import tyro
 
 from vidur_fast.errors import UserError
 
-COMMANDS = ("simulate", "profiles")
+COMMANDS = ("simulate", "profiles", "vidur-compat")
 
 
 def _die(msg: str) -> None:
@@ -103,6 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if cmd == "simulate":
             return cmd_simulate(argv)
+        if cmd == "vidur-compat":
+            from vidur_fast.vidur_compat import main_compat
+
+            return main_compat(argv)
         return cmd_profiles(argv)
     except UserError as exc:
         _die(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
