@@ -19,10 +19,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from sklearn.ensemble import RandomForestRegressor
-from sklearn.linear_model import LinearRegression
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import PolynomialFeatures, StandardScaler
 
 from vidur_fast.errors import ProfileError
 from vidur_fast.timing.config import PredictorConfig
@@ -98,8 +94,22 @@ def model_value(m: OpModel, X: np.ndarray) -> np.ndarray:
     return predict(m.estimator, X) * edge_scale(m, X[:, 0], kv, X[:, 0], kv)
 
 
+# sklearn is imported inside functions: the import costs ~2 s and a cached load never fits.
+
+
+def is_forest(estimator) -> bool:
+    from sklearn.ensemble import RandomForestRegressor
+
+    return isinstance(estimator, RandomForestRegressor)
+
+
 def make_regressor(cfg: PredictorConfig):
     """A fresh, unfitted regressor with cfg's fixed hyper-parameters."""
+    from sklearn.ensemble import RandomForestRegressor
+    from sklearn.linear_model import LinearRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import PolynomialFeatures, StandardScaler
+
     if cfg.regressor == "random_forest":
         return RandomForestRegressor(
             n_estimators=cfg.n_estimators,
@@ -132,7 +142,7 @@ def predict(estimator, X: np.ndarray) -> np.ndarray:
     index order, which equals sklearn's n_jobs=1 result bit for bit.
     """
     X = np.asarray(X, dtype=np.float64)
-    if not isinstance(estimator, RandomForestRegressor):
+    if not is_forest(estimator):
         step = _PREDICT_CHUNK
         parts = [estimator.predict(X[i : i + step]) for i in range(0, len(X), step)]
         return np.concatenate(parts) if parts else np.zeros(0)
@@ -181,6 +191,8 @@ def _stairs(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _base_coef(kind: str, X: np.ndarray, y: np.ndarray) -> np.ndarray:
     """[a, b_1, ...] >= 0 of time ~ a + sum(b_i * phi_i), least squares in relative error."""
+    from sklearn.linear_model import LinearRegression
+
     kv = X[:, 1] if X.shape[1] > 1 else None
     design = np.column_stack([np.ones(len(y)), *work_features(kind, X[:, 0], kv)])
     pos = y > 0

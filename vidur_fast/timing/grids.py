@@ -16,12 +16,18 @@ grid touches and the result is broadcast; this equals predict() at every grid po
 """
 
 import numpy as np
-from sklearn.ensemble import RandomForestRegressor
 
 from vidur_fast.errors import ProfileError
 from vidur_fast.kernels.timing import N_COUNTERS, TimingGrids
 from vidur_fast.timing.config import PredictorConfig
-from vidur_fast.timing.fit import KV_SAVE, LAYER_TOKEN_OPS, OpModel, edge_scale, predict
+from vidur_fast.timing.fit import (
+    KV_SAVE,
+    LAYER_TOKEN_OPS,
+    OpModel,
+    edge_scale,
+    is_forest,
+    predict,
+)
 
 GRID_FIELDS = ("tok_ms", "kv_save_ms", "allreduce_ms", "sendrecv_ms", "decode_ms", "prefill_ms")
 
@@ -51,7 +57,7 @@ def chunk_axis(cfg: PredictorConfig) -> np.ndarray:
 # ---- forest cells ----
 
 
-def _thresholds(forest: RandomForestRegressor, n_features: int) -> list[np.ndarray]:
+def _thresholds(forest, n_features: int) -> list[np.ndarray]:
     """Sorted distinct split thresholds of each feature over all trees."""
     per = [[] for _ in range(n_features)]
     for tree in forest.estimators_:
@@ -73,7 +79,7 @@ def _cells(values: np.ndarray, thresholds: np.ndarray) -> tuple[np.ndarray, np.n
 
 def evaluate_product(estimator, axes: list[np.ndarray]) -> np.ndarray:
     """estimator's prediction at every point of the Cartesian product of axes (1 or 2 axes)."""
-    if isinstance(estimator, RandomForestRegressor):
+    if is_forest(estimator):
         thr = _thresholds(estimator, len(axes))
         cells = [_cells(ax, t) for ax, t in zip(axes, thr, strict=True)]
         reps = [c[0] for c in cells]
