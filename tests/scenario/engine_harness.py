@@ -1,11 +1,11 @@
 """Run the kernel loop directly on hand-made requests and a linear step-time grid."""
 
 import numpy as np
-
-from vidur_fast.engine.run import run_engine
 from vidur_fast.kernels.dtypes import RouterPolicy, SchedPolicy
 from vidur_fast.kernels.state import SchedParams
 from vidur_fast.kernels.timing import N_COUNTERS, TimingGrids, TimingParams
+
+from vidur_fast.engine.run import run_engine
 
 T, B, G, GC = 4096, 64, 64, 32
 
@@ -24,16 +24,41 @@ def linear_grids(base_ms: float = 1.0, per_token_ms: float = 0.01) -> TimingGrid
     )
 
 
-def params(policy, n_replicas=1, pp=1, num_blocks=1000, block_size=16, batch_cap=16,
-           chunk=512, router=RouterPolicy.ROUND_ROBIN, watermark=0, max_tokens_in_batch=4096,
-           max_blocks_per_seq=64, long_prefill=0, max_model_len=0, reserve_full=1):
+def params(
+    policy,
+    n_replicas=1,
+    pp=1,
+    num_blocks=1000,
+    block_size=16,
+    batch_cap=16,
+    chunk=512,
+    router=RouterPolicy.ROUND_ROBIN,
+    watermark=0,
+    max_tokens_in_batch=4096,
+    max_blocks_per_seq=64,
+    long_prefill=0,
+    max_model_len=0,
+    reserve_full=1,
+):
     return SchedParams(
-        policy=int(policy), router=int(router), n_replicas=n_replicas, pp=pp,
-        block_size=block_size, num_blocks=num_blocks, watermark_blocks=watermark,
-        batch_cap=batch_cap, max_micro_batch=batch_cap // pp, chunk_size=chunk,
-        max_tokens_in_batch=max_tokens_in_batch, max_blocks_per_seq=max_blocks_per_seq,
-        max_batch_size=batch_cap, max_waiting_iters=0, long_prefill_threshold=long_prefill,
-        max_model_len=max_model_len, reserve_full_seq=reserve_full, fix_ft_leak=1,
+        policy=int(policy),
+        router=int(router),
+        n_replicas=n_replicas,
+        pp=pp,
+        block_size=block_size,
+        num_blocks=num_blocks,
+        watermark_blocks=watermark,
+        batch_cap=batch_cap,
+        max_micro_batch=batch_cap // pp,
+        chunk_size=chunk,
+        max_tokens_in_batch=max_tokens_in_batch,
+        max_blocks_per_seq=max_blocks_per_seq,
+        max_batch_size=batch_cap,
+        max_waiting_iters=0,
+        long_prefill_threshold=long_prefill,
+        max_model_len=max_model_len,
+        reserve_full_seq=reserve_full,
+        fix_ft_leak=1,
     )
 
 
@@ -42,9 +67,16 @@ def run(arrival_s, prompt, decode, sp, grids=None, pp=1):
     # a 2-layer model: each of the pp stages runs 2 // pp layers
     tp = TimingParams(G, GC, 2 // pp, 0.0, 0.0, 0.0, 1, 1, pp)
     return run_engine(
-        np.asarray(arrival_s, dtype=np.float64), np.asarray(prompt), np.asarray(decode),
-        np.full(n, -1), np.zeros(n + 1, dtype=np.int64), np.zeros(n, dtype=np.uint8),
-        grids if grids is not None else linear_grids(), tp, sp, np.zeros(n),
+        np.asarray(arrival_s, dtype=np.float64),
+        np.asarray(prompt),
+        np.asarray(decode),
+        np.full(n, -1),
+        np.zeros(n + 1, dtype=np.int64),
+        np.zeros(n, dtype=np.uint8),
+        grids if grids is not None else linear_grids(),
+        tp,
+        sp,
+        np.zeros(n),
     )
 
 

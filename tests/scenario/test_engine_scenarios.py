@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-
 from vidur_fast.kernels.dtypes import NS_PER_S, ReqStatus, SchedPolicy
 
 from .engine_harness import ALL_POLICIES, params, run

@@ -5,14 +5,26 @@ import sys
 
 import pytest
 
-FAST = ["--predictor.source", "roofline", "--predictor.max-tokens", "8192",
-        "--predictor.max-prefill-chunk", "4096", "--predictor.max-batch-size", "64", "--quiet"]
+FAST = [
+    "--predictor.source",
+    "roofline",
+    "--predictor.max-tokens",
+    "8192",
+    "--predictor.max-prefill-chunk",
+    "4096",
+    "--predictor.max-batch-size",
+    "64",
+    "--quiet",
+]
 
 
 def _cli(*args, cwd=None):
     return subprocess.run(
         [sys.executable, "-m", "vidur_fast.cli", *args],
-        capture_output=True, text=True, cwd=cwd, timeout=600,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=600,
     )
 
 
@@ -46,8 +58,9 @@ def test_bad_input_is_one_line_exit_2_no_output(tmp_path, args, needle):
 
 def test_small_run_writes_a_complete_run_directory(tmp_path):
     out = tmp_path / "run"
-    res = _cli("--output.dir", str(out), *FAST, "workload:synthetic",
-               "--workload.num-requests", "50")
+    res = _cli(
+        "--output.dir", str(out), *FAST, "workload:synthetic", "--workload.num-requests", "50"
+    )
     assert res.returncode == 0, res.stderr
     names = sorted(p.name for p in out.iterdir())
     assert names == ["config.json", "metrics.h5", "request_metrics.csv", "summary.json"]

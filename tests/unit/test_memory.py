@@ -20,7 +20,9 @@ SLOT_CASES = [
 
 
 @pytest.mark.parametrize("name,dev,tp,pp,mt,params,max_batch,blocks", SLOT_CASES)
-def test_request_slot_planner_matches_worked_values(name, dev, tp, pp, mt, params, max_batch, blocks):
+def test_request_slot_planner_matches_worked_values(
+    name, dev, tp, pp, mt, params, max_batch, blocks
+):
     model = get_model(name)
     assert model.params_per_device(tp, pp) == params
     plan = plan_request_slots(model, get_device(dev), tp, pp, 16, mt)
