@@ -165,6 +165,24 @@ def schedule_vllm_nb(reps, reqs, p, r, s, now_ns):
 
 
 @njit(cache=True, nogil=True)
+def _admit_reserving_nb(reps, reqs, p, r, s, now_ns):
+    """Admit waiting requests with their whole prompt while the batch has room and a
+    worst-case reservation of max_blocks_per_seq blocks fits (Orca, FasterTransformer).
+
+    Mutates: reps, reqs.
+    Returns: requests in the batch.
+    """
+    while reps.wq_head[r] != NO_ID and reps.bat_n[r, s] < p.max_batch_size:
+        if p.num_blocks - reps.alloc_blocks[r] < p.max_blocks_per_seq:
+            break
+        i = wq_pop_front_nb(reps, reqs, r)
+        _admit_nb(reqs, reps, r, i)
+        alloc_nb(reps, reqs, r, i, p.max_blocks_per_seq, now_ns)
+        batch_add_nb(reps, r, s, i, _next_tokens_nb(reqs, i))
+    return reps.bat_n[r, s]
+
+
+@njit(cache=True, nogil=True)
 def schedule_orca_nb(reps, reqs, p, r, s, now_ns):
     """Orca: every running request (one token each), then new requests with their whole
     prompt, each reserving max_blocks_per_seq blocks (no preemption).
@@ -175,14 +193,7 @@ def schedule_orca_nb(reps, reqs, p, r, s, now_ns):
     while reps.run_n[r] > 0 and reps.bat_n[r, s] < p.max_batch_size:
         i = run_remove_at_nb(reps, r, 0)
         batch_add_nb(reps, r, s, i, _next_tokens_nb(reqs, i))
-    while reps.wq_head[r] != NO_ID and reps.bat_n[r, s] < p.max_batch_size:
-        if p.num_blocks - reps.alloc_blocks[r] < p.max_blocks_per_seq:
-            break
-        i = wq_pop_front_nb(reps, reqs, r)
-        _admit_nb(reqs, reps, r, i)
-        alloc_nb(reps, reqs, r, i, p.max_blocks_per_seq, now_ns)
-        batch_add_nb(reps, r, s, i, _next_tokens_nb(reqs, i))
-    return reps.bat_n[r, s]
+    return _admit_reserving_nb(reps, reqs, p, r, s, now_ns)
 
 
 @njit(cache=True, nogil=True)
@@ -200,14 +211,7 @@ def schedule_faster_transformer_nb(reps, reqs, p, r, s, now_ns):
             i = run_remove_at_nb(reps, r, 0)
             batch_add_nb(reps, r, s, i, _next_tokens_nb(reqs, i))
         return reps.bat_n[r, s]
-    while reps.wq_head[r] != NO_ID and reps.bat_n[r, s] < p.max_batch_size:
-        if p.num_blocks - reps.alloc_blocks[r] < p.max_blocks_per_seq:
-            break
-        i = wq_pop_front_nb(reps, reqs, r)
-        _admit_nb(reqs, reps, r, i)
-        alloc_nb(reps, reqs, r, i, p.max_blocks_per_seq, now_ns)
-        batch_add_nb(reps, r, s, i, _next_tokens_nb(reqs, i))
-    return reps.bat_n[r, s]
+    return _admit_reserving_nb(reps, reqs, p, r, s, now_ns)
 
 
 @njit(cache=True, nogil=True)

@@ -8,7 +8,7 @@ planner).
 """
 
 from numba import njit
-from vidur_fast.kernels.blocks import alloc_nb, release_nb
+from vidur_fast.kernels.blocks import _ceil_div_nb, alloc_nb, release_nb
 from vidur_fast.kernels.dtypes import NO_ID, ReqStatus
 from vidur_fast.kernels.lifecycle import batch_add_nb
 from vidur_fast.kernels.queues import (
@@ -17,16 +17,6 @@ from vidur_fast.kernels.queues import (
     wq_pop_front_nb,
     wq_push_front_nb,
 )
-
-
-@njit(cache=True, nogil=True)
-def _ceil_div_nb(a, b):
-    """ceil(a / b).
-
-    Mutates: nothing.
-    Returns: int.
-    """
-    return (a + b - 1) // b
 
 
 @njit(cache=True, nogil=True)
