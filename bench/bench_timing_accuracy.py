@@ -7,6 +7,9 @@ polynomial regressor. `data` says whether an operator's samples are measured; sy
 analytic (aiconfigurator has no norm/rope/act/add/kv-save data) rows are shown but not
 judged. Target: default random forest <= 5% on every measured operator.
 
+A second section checks the extrapolation rule: fit on a table truncated at a token / kv + chunk
+limit, then score the rows beyond it.
+
     .venv/bin/python bench/bench_timing_accuracy.py
 """
 
@@ -14,11 +17,14 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from vidur_fast.catalog import default_node_for, get_device, get_model, get_node
 from vidur_fast.timing.build import held_out_accuracy
 from vidur_fast.timing.config import PredictorConfig
+from vidur_fast.timing.fit import clean_rows, fit_op, op_tables
+from vidur_fast.timing.grids import evaluate_points
 from vidur_fast.timing.sources import load_samples
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
@@ -56,9 +62,15 @@ def data_kind(source: str, op: str) -> str:
     return "measured" if op in GEMMS or op in ("decode", "prefill") else "analytic"
 
 
-def one_case(source: str, model: str, device: str, tp: int) -> pd.DataFrame:
+EXTRAPOLATION_CASES = [
+    ("aiconfigurator", "meta-llama/Meta-Llama-3-8B", "h100", 1, 16384),
+    ("vidur", "meta-llama/Meta-Llama-3-8B", "a100", 1, 4096),
+]
+
+
+def samples_for(source: str, model: str, device: str, tp: int):
     dev = get_device(device)
-    samples = load_samples(
+    return load_samples(
         source,
         get_model(model),
         dev,
@@ -67,6 +79,10 @@ def one_case(source: str, model: str, device: str, tp: int) -> pd.DataFrame:
         1,
         profile_dir=str(VIDUR_DIR) if source == "vidur" else None,
     )
+
+
+def one_case(source: str, model: str, device: str, tp: int) -> pd.DataFrame:
+    samples = samples_for(source, model, device, tp)
     table = None
     for name, cfg in VARIANTS.items():
         df = held_out_accuracy(samples, replace(cfg, source=source))
@@ -76,6 +92,29 @@ def one_case(source: str, model: str, device: str, tp: int) -> pd.DataFrame:
         table = col if table is None else table.merge(col[["op", name]], on="op")
     table["data"] = [data_kind(source, op) for op in table["op"]]
     return table
+
+
+def extrapolation(source: str, model: str, device: str, tp: int, cut: int) -> pd.DataFrame:
+    """Fit on tokens <= cut (token ops) or kv (+ chunk) <= cut; score the rows beyond."""
+    rows = []
+    for name, (kind, X, y) in op_tables(samples_for(source, model, device, tp)).items():
+        X, y, _ = clean_rows(name, X, y)
+        reach = X[:, 0] if kind == "tokens" else X[:, 1] + (X[:, 0] if kind == "prefill" else 0)
+        train = reach <= cut
+        if len(y) < 5 or train.all() or data_kind(source, name) != "measured":
+            continue
+        m = fit_op(name, kind, X[train], y[train], PredictorConfig())
+        ape = 100 * np.abs(evaluate_points(m, X[~train]) / y[~train] - 1)
+        rows.append(
+            {
+                "op": name,
+                "n_beyond": int((~train).sum()),
+                "reach": f"{int(reach[~train].max())}",
+                "mape_pct": ape.mean(),
+                "max_ape_pct": ape.max(),
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 def main() -> None:
@@ -91,6 +130,10 @@ def main() -> None:
     print("\nworst measured-operator MAPE, default random forest (target <= 5%):")
     for label, value in worst:
         print(f"  {label:45s} {value:5.2f}%  {'ok' if value <= 5 else 'ABOVE TARGET'}")
+    for source, model, device, tp, cut in EXTRAPOLATION_CASES:
+        print(f"\n== extrapolation: {source} {model} {device} TP{tp}, fit up to {cut}")
+        table = extrapolation(source, model, device, tp, cut)
+        print(table.round(2).to_string(index=False))
 
 
 if __name__ == "__main__":

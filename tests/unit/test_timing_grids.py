@@ -193,6 +193,15 @@ def test_prefill_grid_equals_model(models, grids):
     )
 
 
+def test_blocked_2d_evaluation_matches_one_block(models, grids, monkeypatch):
+    from vidur_fast.timing import grids as grids_mod
+
+    monkeypatch.setattr(grids_mod, "_BLOCK_CELLS", 1000)  # many row blocks
+    small_blocks = build_grids(models, SMALL, tp=2, pp=2)
+    np.testing.assert_array_equal(small_blocks.decode_ms, grids.decode_ms)
+    np.testing.assert_array_equal(small_blocks.prefill_ms, grids.prefill_ms)
+
+
 def test_token_grid_equals_model_inside_support(models, grids):
     n = np.arange(1, 1025)
     want = _sklearn_value(models["attn_kv_cache_save"], n[:, None].astype(float))

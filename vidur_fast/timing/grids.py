@@ -29,6 +29,8 @@ from vidur_fast.timing.fit import (
     predict,
 )
 
+# Cells per block of 2-D evaluation (bounds temporaries to a few x 32 MB).
+_BLOCK_CELLS = 1 << 22
 GRID_FIELDS = ("tok_ms", "kv_save_ms", "allreduce_ms", "sendrecv_ms", "decode_ms", "prefill_ms")
 
 # ---- axes ----
@@ -77,10 +79,13 @@ def _cells(values: np.ndarray, thresholds: np.ndarray) -> tuple[np.ndarray, np.n
     return values[first], inverse.reshape(-1)
 
 
-def evaluate_product(estimator, axes: list[np.ndarray]) -> np.ndarray:
-    """estimator's prediction at every point of the Cartesian product of axes (1 or 2 axes)."""
+def evaluate_product(estimator, axes: list[np.ndarray], thresholds=None) -> np.ndarray:
+    """estimator's prediction at every point of the Cartesian product of axes (1 or 2 axes).
+
+    thresholds: the forest's _thresholds, when the caller already has them.
+    """
     if is_forest(estimator):
-        thr = _thresholds(estimator, len(axes))
+        thr = thresholds if thresholds is not None else _thresholds(estimator, len(axes))
         cells = [_cells(ax, t) for ax, t in zip(axes, thr, strict=True)]
         reps = [c[0] for c in cells]
         small = _predict_product(estimator, reps)
@@ -135,16 +140,31 @@ def evaluate_tokens(m: OpModel, n: np.ndarray) -> np.ndarray:
     return _finish(m, at_edge * edge_scale(m, n, None, n_e, None))
 
 
-def evaluate_2d(m: OpModel, outer: np.ndarray, kv: np.ndarray) -> np.ndarray:
-    """2-D model on the product outer x kv, shape (len(outer), len(kv))."""
+def evaluate_2d(m: OpModel, outer: np.ndarray, kv: np.ndarray, out=None) -> np.ndarray:
+    """2-D model on the product outer x kv, shape (len(outer), len(kv)).
+
+    Written into `out` (any strides, e.g. a transposed view) when given. Rows go in blocks so
+    temporaries stay ~_BLOCK_CELLS whatever the grid size.
+    """
+    if out is None:
+        out = np.zeros((len(outer), len(kv)))
     if m.empty:
-        return np.zeros((len(outer), len(kv)))
+        out[...] = 0.0
+        return out
+    thr = _thresholds(m.estimator, 2) if is_forest(m.estimator) else None
+    step = max(1, _BLOCK_CELLS // len(kv))
+    for i in range(0, len(outer), step):
+        out[i : i + step] = _evaluate_2d_block(m, outer[i : i + step], kv, thr)
+    return out
+
+
+def _evaluate_2d_block(m: OpModel, outer: np.ndarray, kv: np.ndarray, thr) -> np.ndarray:
     o_e = np.minimum(outer, m.outer_max)
     lim = kv_limit(m, o_e)
     rows, row_of = np.unique(o_e, return_inverse=True)
     # Edge kv values are grid kv values or a row's limit; evaluate each (row, kv) pair once.
     cols = np.unique(np.concatenate([kv[kv <= lim.max()], lim]))
-    table = evaluate_product(m.estimator, [rows, cols])
+    table = evaluate_product(m.estimator, [rows, cols], thr)
     kv_e = np.minimum(kv[None, :], lim[:, None])
     at_edge = table[row_of.reshape(-1)[:, None], np.searchsorted(cols, kv_e)]
     return _finish(m, at_edge * edge_scale(m, outer[:, None], kv[None, :], o_e[:, None], kv_e))
@@ -177,11 +197,11 @@ def build_grids(
 
     b, kv, c = batch_axis(cfg), kv_axis(cfg), chunk_axis(cfg)
     decode = np.zeros((len(b), len(kv)))
-    decode[1:] = evaluate_2d(models["decode"], b[1:], kv)
+    evaluate_2d(models["decode"], b[1:], kv, out=decode[1:])
     done("grid decode")
 
     prefill = np.zeros((len(kv), len(c)))
-    prefill[:, 1:] = evaluate_2d(models["prefill"], c[1:], kv).T
+    evaluate_2d(models["prefill"], c[1:], kv, out=prefill[:, 1:].T)  # rows are chunks there
     done("grid prefill")
 
     for arr in (tok, kv_save, allreduce, sendrecv):
