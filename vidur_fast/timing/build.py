@@ -4,7 +4,7 @@ import sys
 import time
 import warnings
 from dataclasses import dataclass
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 
 import numpy as np
 import pandas as pd
@@ -150,7 +150,7 @@ def timing_from_samples(
         "settings": value_settings(cfg),
         "fit": fit_stats,
         "build_s": round(build_s, 3),
-        "versions": {p: version(p) for p in ("numpy", "scikit-learn", "vidur-fast")},
+        "versions": {p: _version(p) for p in ("numpy", "scikit-learn", "vidur-fast")},
     }
     if cfg.cache_mode in ("use", "refresh"):
         try:
@@ -159,6 +159,13 @@ def timing_from_samples(
             warnings.warn(f"grid cache not written to {cache_dir}: {exc}", stacklevel=2)
     meta.update(from_cache=False, cache_path=str(npz_path), cache_miss=miss)
     return TimingModel(grids, params, meta)
+
+
+def _version(package: str) -> str:
+    try:
+        return version(package)
+    except PackageNotFoundError:  # running from a source tree without an install
+        return "unknown"
 
 
 def _build(samples: OperatorSamples, cfg: PredictorConfig, tp: int, pp: int, progress: bool):

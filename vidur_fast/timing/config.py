@@ -122,6 +122,8 @@ def validate_predictor(cfg: PredictorConfig) -> None:
             _fail(name, "must be an integer", value)
         if value < low:
             _fail(name, f"must be >= {low}", value)
+    if not isinstance(cfg.work_normalized, bool):
+        _fail("work_normalized", "must be True or False", cfg.work_normalized)
     if cfg.max_depth is not None and (not isinstance(cfg.max_depth, int) or cfg.max_depth < 1):
         _fail("max_depth", "must be None or an integer >= 1", cfg.max_depth)
     if cfg.polynomial_degree > 6:
