@@ -235,6 +235,8 @@ def config_from_vidur_args(argv: list[str]) -> SimConfig:
         ),
         nccl_launch_overhead_ms=f.get(pp + "nccl_cpu_launch_overhead_ms", float, 0.02),
         kv_rule="per_request",
+        # Vidur fits its forests on raw operator time
+        work_normalized=False,
     )
     for name in ("polynomial_include_bias", "polynomial_interaction_only", "fit_intercept"):
         f.get(pp + name, list, None)
