@@ -20,12 +20,20 @@ def cmd_simulate(argv: list[str]) -> int:
     from vidur_fast.api import simulate
     from vidur_fast.config import SimConfig
     from vidur_fast.outputs.writer import check_output_dir, write_run
+    from vidur_fast.presets import format_presets, get_preset, split_preset_arg
     from vidur_fast.report_table import format_summary
 
+    preset, argv = split_preset_arg(argv)
+    if preset == "list":
+        print(format_presets())
+        return 0
     cfg = tyro.cli(
         SimConfig,
         args=argv,
         prog="vidur-fast simulate",
+        default=get_preset(preset) if preset else None,
+        description="Simulate one deployment. `--preset NAME` starts from a named config "
+        "(`--preset list` shows them); other flags override its fields.",
     )
     if cfg.output.dir is None:
         stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S-%f")
