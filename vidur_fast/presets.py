@@ -105,7 +105,9 @@ def preset_names() -> list[str]:
 
 def get_preset(name: str) -> SimConfig:
     if name not in PRESETS:
-        raise ConfigError(f"--preset: unknown preset {name!r}; presets: {', '.join(preset_names())}")
+        raise ConfigError(
+            f"--preset: unknown preset {name!r}; presets: {', '.join(preset_names())}"
+        )
     return replace(PRESETS[name][1])
 
 
