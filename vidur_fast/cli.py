@@ -2,7 +2,7 @@
 
 import datetime
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import tyro
 
@@ -55,36 +55,12 @@ class ProfilesList:
     """A Vidur-layout profile directory to inspect as well."""
 
 
-def _profiles_types():
-    from vidur_fast.timing.config import PredictorConfig
-
-    @dataclass(frozen=True)
-    class Build:
-        """Fit the operator models and build (or refresh) the cached timing grids."""
-
-        model: str = "meta-llama/Meta-Llama-3-8B"
-        """Catalog model name or HF config.json path."""
-        device: str = "h100"
-        """GPU type."""
-        node: str | None = None
-        """Node type; None = the usual node for the device."""
-        tp: int = 1
-        """Tensor parallel size."""
-        pp: int = 1
-        """Pipeline stages."""
-        predictor: PredictorConfig = field(default_factory=PredictorConfig)
-
-    @dataclass(frozen=True)
-    class Show(Build):
-        """Print per-layer operator times (ms) for a configuration at a few batch shapes."""
-
-    return Build, Show
-
-
 def cmd_profiles(argv: list[str]) -> int:
     from typing import Annotated
 
-    build_t, show_t = _profiles_types()
+    from vidur_fast.profiles_cmd import ProfilesBuild as build_t
+    from vidur_fast.profiles_cmd import ProfilesShow as show_t
+
     sub = tyro.cli(
         Annotated[ProfilesList, tyro.conf.subcommand("list")]
         | Annotated[build_t, tyro.conf.subcommand("build")]

@@ -1,5 +1,7 @@
 """`vidur-fast profiles` actions: list catalogs and sources, build grids, show op times."""
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
 from vidur_fast.catalog import (
@@ -11,6 +13,25 @@ from vidur_fast.catalog import (
     list_models,
     list_nodes,
 )
+from vidur_fast.config import ClusterConfig
+from vidur_fast.timing.config import PredictorConfig
+
+
+@dataclass(frozen=True)
+class ProfilesBuild:
+    """Fit the operator models and build (or refresh) the cached timing grids."""
+
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    """Model, device, node, TP and PP (replicas and memory margin do not matter here)."""
+    predictor: PredictorConfig = field(default_factory=PredictorConfig)
+
+
+@dataclass(frozen=True)
+class ProfilesShow(ProfilesBuild):
+    """Print per-layer operator times (ms) for a configuration at a few batch shapes."""
+
+    plot: str | None = None
+    """Also write a PNG of the token, decode and prefill grids to this path."""
 
 
 def profiles_list(profile_dir: str | None) -> int:
@@ -28,14 +49,17 @@ def profiles_list(profile_dir: str | None) -> int:
     return 0
 
 
-def _load(args):
+def _load(args: ProfilesBuild):
     from vidur_fast.timing.build import build_timing
+    from vidur_fast.timing.config import validate_predictor
 
-    model = get_model(args.model)
-    device = get_device(args.device)
-    node = get_node(args.node or default_node_for(device.name))
-    model.check_parallelism(args.tp, args.pp)
-    return model, build_timing(model, device, node, args.tp, args.pp, args.predictor, progress=True)
+    c = args.cluster
+    validate_predictor(args.predictor)
+    model = get_model(c.model)
+    device = get_device(c.device)
+    node = get_node(c.node or default_node_for(device.name))
+    model.check_parallelism(c.tp, c.pp)
+    return model, build_timing(model, device, node, c.tp, c.pp, args.predictor, progress=True)
 
 
 def profiles_build(args) -> int:
@@ -51,7 +75,8 @@ def profiles_build(args) -> int:
 def profiles_show(args) -> int:
     _, timing = _load(args)
     g, tp = timing.grids, timing.params
-    print(f"per-layer times (ms), {args.model} on {args.device} TP{args.tp} PP{args.pp}")
+    c = args.cluster
+    print(f"per-layer times (ms), {c.model} on {c.device} TP{c.tp} PP{c.pp}")
     print(f"{'tokens':>8} {'linear+norm':>12} {'kv_save':>9} {'allreduce':>10}")
     for n in (8, 64, 512, 2048, 8192, 32768, 131072):
         if n < g.tok_ms.shape[0]:
@@ -68,4 +93,40 @@ def profiles_show(args) -> int:
             j, ci = kv // tp.g, int(np.ceil(c / tp.gc))
             if j < g.prefill_ms.shape[0] and ci < g.prefill_ms.shape[1]:
                 print(f"{kv:>8} {c:>8} {g.prefill_ms[j, ci]:>12.4f}")
+    if args.plot:
+        _plot_grids(timing, args.plot, f"{args.cluster.model} on {args.cluster.device}")
+        print(f"plot: {args.plot}")
     return 0
+
+
+def _plot_grids(timing, path: str, title: str) -> None:
+    """Token-op, decode and prefill attention times against their main feature."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    g, tp = timing.grids, timing.params
+    fig, ax = plt.subplots(1, 3, figsize=(14, 4))
+    n = np.arange(1, g.tok_ms.shape[0])
+    ax[0].loglog(n, g.tok_ms[1:], label="linear + norm")
+    if g.allreduce_ms.any():  # zero without tensor parallelism
+        ax[0].loglog(n, g.allreduce_ms[1:], label="all-reduce")
+    ax[0].set(xlabel="tokens in batch", ylabel="ms per layer", title="token ops")
+    kv = np.arange(g.decode_ms.shape[1]) * tp.g
+    for b in (1, 8, 64, 256):
+        if b < g.decode_ms.shape[0]:
+            ax[1].plot(kv, g.decode_ms[b], label=f"batch {b}")
+    ax[1].set(xlabel="mean kv tokens", ylabel="ms per layer", title="decode attention")
+    chunks = np.arange(g.prefill_ms.shape[1]) * tp.gc
+    for kv_t in (0, 8192, 32768):
+        j = kv_t // tp.g
+        if j < g.prefill_ms.shape[0]:
+            ax[2].plot(chunks, g.prefill_ms[j], label=f"kv {kv_t}")
+    ax[2].set(xlabel="equivalent chunk tokens", ylabel="ms per layer", title="prefill attention")
+    for a in ax:
+        a.legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)

@@ -67,3 +67,18 @@ def test_small_run_writes_a_complete_run_directory(tmp_path):
     # existing directory without --output.overwrite is refused
     res2 = _cli("--output.dir", str(out), *FAST)
     assert res2.returncode == 2 and "already exists" in res2.stderr
+
+
+def test_profiles_show_prints_times_and_plots(tmp_path):
+    png = tmp_path / "grids.png"
+    res = _cli("profiles", "show", *FAST[:-1], "--plot", str(png))
+    assert res.returncode == 0, res.stderr
+    assert "decode attn" in res.stdout and "prefill attn" in res.stdout
+    assert png.stat().st_size > 10_000
+
+
+def test_profiles_build_bad_parallelism_is_one_line():
+    res = _cli("profiles", "build", "--cluster.tp", "3", *FAST[:-1])
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cluster.tp" in lines[0]
