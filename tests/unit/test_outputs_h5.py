@@ -7,13 +7,11 @@ import numpy as np
 import pandas as pd
 from numpy.testing import assert_allclose, assert_array_equal
 
-from tests.unit.outputs_fixtures import pp_result, small_result, small_run_dir, write_plain
+from tests.unit.outputs_fixtures import write_plain
 from vidur_fast.outputs import read_run
 from vidur_fast.outputs.plots import _series_panels
 from vidur_fast.outputs.schema import GROUP_COLUMNS
 from vidur_fast.outputs.timeseries import downsample, replica_timeseries
-
-__all__ = ["pp_result", "small_result", "small_run_dir"]  # fixtures
 
 
 def _same_frame(a: pd.DataFrame, b: pd.DataFrame) -> None:

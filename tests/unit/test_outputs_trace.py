@@ -9,13 +9,10 @@ import pandas as pd
 import pytest
 from numpy.testing import assert_allclose
 
-from tests.unit.outputs_fixtures import pp_result, small_result, small_run_dir
 from vidur_fast.config import OutputConfig
 from vidur_fast.errors import ConfigError
 from vidur_fast.outputs.perfetto import stage_spans_ns, write_trace
 from vidur_fast.outputs.writer import check_output_dir
-
-__all__ = ["pp_result", "small_result", "small_run_dir"]  # fixtures
 
 REQUIRED = {
     "X": {"name", "ph", "ts", "dur", "pid", "tid", "args"},

@@ -85,32 +85,26 @@ def select_batches(
     return idx
 
 
-def _us(ns: np.ndarray) -> list[str]:
-    # exact microseconds with 3 decimals from integer nanoseconds
-    q, r = np.divmod(ns, 1000)
-    return [f"{a}.{b:03d}" for a, b in zip(q.tolist(), r.tolist(), strict=True)]
+def _us(ns: np.ndarray) -> np.ndarray:
+    # microseconds; "%.3f" of these prints the exact integer nanoseconds for runs < 10^6 s
+    return ns / 1000.0
 
 
-def _fmt(v: np.ndarray) -> list[str]:
-    if np.issubdtype(v.dtype, np.integer) or v.dtype == bool:
-        return [str(x) for x in v.astype(np.int64).tolist()]
-    return [("null" if x != x else f"{x:.6g}") for x in v.astype(np.float64).tolist()]
-
-
-def _args_json(batches: pd.DataFrame, rows: np.ndarray, kv_frac: np.ndarray) -> list[str]:
-    names, cols = ["batch"], [[str(i) for i in rows.tolist()]]
+def _arg_columns(batches: pd.DataFrame, rows: np.ndarray) -> tuple[list[str], list[str], list]:
+    """(arg names, %-format of each, value lists) of the numeric batch-log columns."""
+    names, fmts, vals = ["batch"], ["%d"], [rows.tolist()]
     for c in batches.columns:
         if c in NOT_ARGS or not pd.api.types.is_numeric_dtype(batches[c]):
             continue
+        v = batches[c].to_numpy()[rows]
         names.append(ARG_NAMES.get(c, c))
-        cols.append(_fmt(batches[c].to_numpy()[rows]))
-    names.append("kv_use")
-    cols.append([f"{x:.4f}" for x in kv_frac.tolist()])
-    keys = [json.dumps(n) + ":" for n in names]
-    return [
-        "{" + ",".join(k + v for k, v in zip(keys, vals, strict=True)) + "}"
-        for vals in zip(*cols, strict=True)
-    ]
+        if np.issubdtype(v.dtype, np.integer) or v.dtype == bool:
+            fmts.append("%d")
+            vals.append(v.astype(np.int64).tolist())
+        else:  # JSON has no NaN: preformat, writing null for it
+            fmts.append("%s")
+            vals.append([("null" if x != x else f"{x:.6g}") for x in v.astype(float).tolist()])
+    return names, fmts, vals
 
 
 def _batch_kind(pre: np.ndarray, dec: np.ndarray) -> np.ndarray:
@@ -180,17 +174,19 @@ def write_trace(
 
 
 def _write_x_chunk(f, batches, rows, b_ns, e_ns, r, s, num_blocks) -> None:
-    kv = batches["alloc_blocks"].to_numpy()[rows] / num_blocks[r]
+    kv = (batches["alloc_blocks"].to_numpy()[rows] / num_blocks[r]).tolist()
     kind = _batch_kind(
         batches["n_prefill_tokens"].to_numpy()[rows], batches["n_decode_tokens"].to_numpy()[rows]
     )
-    args = _args_json(batches, rows, kv)
-    head = f',"cat":"batch","ph":"X","pid":{r},"tid":{s},"ts":'
-    lines = [
-        f'{{"name":{k}{head}{ts},"dur":{du},"args":{a}}}'
-        for k, ts, du, a in zip(kind.tolist(), _us(b_ns), _us(e_ns - b_ns), args, strict=True)
-    ]
-    f.write(",\n" + ",\n".join(lines))
+    names, fmts, vals = _arg_columns(batches, rows)
+    args = ",".join(f"{json.dumps(n)}:{fm}" for n, fm in zip(names, fmts, strict=True))
+    # one %-template per event: formatting stays in C, one string per batch
+    template = (
+        f'{{"name":%s,"cat":"batch","ph":"X","pid":{r},"tid":{s},"ts":%.3f,"dur":%.3f,'
+        f'"args":{{{args},"kv_use":%.4f}}}}'
+    )
+    cols = (kind.tolist(), _us(b_ns).tolist(), _us(e_ns - b_ns).tolist(), *vals, kv)
+    f.write(",\n" + ",\n".join([template % row for row in zip(*cols, strict=True)]))
 
 
 def _changes(v: np.ndarray, prev) -> np.ndarray:
@@ -211,13 +207,12 @@ def _write_counter_chunk(f, batches, rows, r, num_blocks, prev) -> tuple:
     kv_keep = _changes(blocks, prev[0])
     wait_keep = _changes(wait, prev[1])
     kv_pct = (100.0 * blocks[kv_keep] / num_blocks[r]).tolist()
-    lines = [
-        f'{{"name":"kv_use_pct","ph":"C","pid":{r},"ts":{t},"args":{{"kv_use_pct":{v:.3f}}}}}'
-        for t, v in zip(_us(ts_ns[kv_keep]), kv_pct, strict=True)
-    ]
+    kv_t = f'{{"name":"kv_use_pct","ph":"C","pid":{r},"ts":%.3f,"args":{{"kv_use_pct":%.3f}}}}'
+    wait_t = f'{{"name":"waiting","ph":"C","pid":{r},"ts":%.3f,"args":{{"waiting":%d}}}}'
+    lines = [kv_t % x for x in zip(_us(ts_ns[kv_keep]).tolist(), kv_pct, strict=True)]
     lines += [
-        f'{{"name":"waiting","ph":"C","pid":{r},"ts":{t},"args":{{"waiting":{w}}}}}'
-        for t, w in zip(_us(ts_ns[wait_keep]), wait[wait_keep].tolist(), strict=True)
+        wait_t % x
+        for x in zip(_us(ts_ns[wait_keep]).tolist(), wait[wait_keep].tolist(), strict=True)
     ]
     if lines:
         f.write(",\n" + ",\n".join(lines))

@@ -12,7 +12,7 @@ from vidur_fast.outputs.schema import TIMESERIES_COLUMNS
 from vidur_fast.outputs.timeseries import downsample
 
 CDF_POINTS = 1000
-SERIES_POINTS = 2000
+SERIES_POINTS = 600
 MAX_REPLICA_LINES = 8
 # (title, request column or "tbt" for the histogram)
 CDF_PANELS = (
