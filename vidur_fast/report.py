@@ -5,6 +5,7 @@ import csv
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 import tyro
 
@@ -41,7 +42,7 @@ class ReportArgs:
     """Compare run directories: a table of key figures (differences relative to the first run)
     and plots."""
 
-    runs: tyro.conf.Positional[tuple[str, ...]]
+    runs: Annotated[tuple[str, ...], tyro.conf.Positional, tyro.conf.arg(metavar="RUN")] = ()
     """Run directories (each with summary.json; metrics.h5 for plots). The first is the base."""
     out: str | None = None
     """Directory for the plots and report.csv (default: <first run>/report)."""
@@ -111,7 +112,9 @@ def comparison_table(summaries: list[dict], labels: list[str]) -> tuple[str, lis
 
 def report(args: ReportArgs) -> int:
     if not args.runs:
-        raise RunDirError("report: give at least one run directory")
+        raise RunDirError(
+            "report: give at least one run directory (vidur-fast report RUN [RUN ...])"
+        )
     paths = [Path(p) for p in args.runs]
     summaries = [read_summary(p) for p in paths]  # validates every input before writing
     labels = _labels(paths)

@@ -83,6 +83,10 @@ def read_run(path: str | Path) -> RunData:
     except (OSError, KeyError, ValueError) as exc:
         raise RunDirError(f"{h5}: unreadable ({type(exc).__name__})") from None
     hist = data["tbt_histogram"]
+    timeseries = data["timeseries"]
+    if not timeseries and len(data["batches"]) and len(data["replicas"]):
+        # files written before the timeseries group existed
+        timeseries = replica_timeseries(data["batches"], data["replicas"])
     return RunData(
         name=p.resolve().name,
         summary=summary,
@@ -92,6 +96,6 @@ def read_run(path: str | Path) -> RunData:
         replicas=data["replicas"],
         tbt_histogram=hist["count"].to_numpy() if "count" in hist else np.zeros(0, np.int64),
         tbt_upper_edge_s=hist["upper_edge_s"].to_numpy() if "upper_edge_s" in hist else np.zeros(0),
-        timeseries=data["timeseries"],
+        timeseries=timeseries,
         attrs=data["attrs"],
     )
