@@ -156,8 +156,10 @@ def write_trace(
         f.write(json.dumps(other))
         f.write(',"traceEvents":[\n')
         f.write(",\n".join(_metadata(n_rep, pp)))
+        by_rep = sel[np.argsort(rep_all[sel], kind="stable")]
+        cuts = np.searchsorted(rep_all[by_rep], np.arange(n_rep + 1), side="left")
         for r in range(n_rep):
-            rows_r = sel[rep_all[sel] == r]
+            rows_r = by_rep[cuts[r] : cuts[r + 1]]
             if rows_r.shape[0] == 0:
                 continue
             for s in range(pp):
