@@ -7,6 +7,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
+# session fixtures with small simulated runs, shared by the output tests
+pytest_plugins = ["tests.unit.outputs_fixtures"]
+
 
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:

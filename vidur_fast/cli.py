@@ -8,7 +8,7 @@ import tyro
 
 from vidur_fast.errors import UserError
 
-COMMANDS = ("simulate", "profiles", "vidur-compat")
+COMMANDS = ("simulate", "profiles", "vidur-compat", "report")
 
 
 def _die(msg: str) -> None:
@@ -91,6 +91,10 @@ def main(argv: list[str] | None = None) -> int:
             from vidur_fast.vidur_compat import main_compat
 
             return main_compat(argv)
+        if cmd == "report":
+            from vidur_fast.report import main_report
+
+            return main_report(argv)
         return cmd_profiles(argv)
     except UserError as exc:
         _die(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)

@@ -173,6 +173,16 @@ class OutputConfig:
     """request_metrics.csv with Vidur's per-request metric names."""
     write_parquet: bool = False
     """requests.parquet of the per-request metrics."""
+    write_plots: bool = False
+    """plots/*.png: latency CDFs, per-replica time series, per-replica TTFT."""
+    write_trace: bool = False
+    """trace.json (Chrome/Perfetto trace events): one track per replica and pipeline stage."""
+    trace_every: int = 1
+    """Draw every k-th batch of each replica in trace.json (1 = all)."""
+    trace_start_s: float = 0.0
+    """trace.json holds batches that end at or after this simulated time."""
+    trace_end_s: float = 0.0
+    """trace.json holds batches formed at or before this simulated time (0 = to the end)."""
     overwrite: bool = False
     """Replace an existing run directory."""
 

@@ -15,3 +15,7 @@ class TraceError(UserError):
 
 class ProfileError(UserError):
     pass
+
+
+class RunDirError(UserError):
+    pass

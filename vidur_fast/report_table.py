@@ -17,7 +17,8 @@ def format_summary(summary: dict) -> str:
         f"throughput {summary['throughput_requests_per_s']:.3f} req/s,"
         f" {summary['throughput_output_tokens_per_s']:.1f} output tok/s;"
         f" preemptions {summary['num_preemptions']}; KV use mean"
-        f" {100 * summary['kv_usage_mean']:.1f}% peak {100 * summary['kv_usage_peak']:.1f}%",
+        f" {100 * summary['kv_usage_mean']:.1f}% peak {100 * summary['kv_usage_peak']:.1f}%;"
+        f" busy {100 * summary.get('busy_fraction_mean', 0.0):.1f}%",
         f"{'metric':<22}{'mean':>10}{'p50':>10}{'p90':>10}{'p99':>10}{'max':>10}",
     ]
     for label, key in ROWS:
@@ -29,6 +30,9 @@ def format_summary(summary: dict) -> str:
             for c in ("mean", "p50", "p90", "p99", "max")
         )
         lines.append(f"{label:<22}{cells}")
+    hits = summary.get("prefix_cache_hit_tokens", 0)
+    if hits:
+        lines.append(f"prefix-cache hits: {hits} prompt tokens")
     clamped = sum(summary.get("clamped_lookups", {}).values())
     if clamped:
         lines.append(f"warning: {clamped} timing lookups fell outside the grids and were clamped")

@@ -6,19 +6,20 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import h5py
 import numpy as np
 
-from vidur_fast import __version__
 from vidur_fast.api import Result, config_dict
 from vidur_fast.config import OutputConfig
 from vidur_fast.errors import ConfigError
+from vidur_fast.metrics.summary import hist_bucket_upper_s
+from vidur_fast.outputs.h5 import write_metrics_h5
 
 VIDUR_REQUEST_COLUMNS = {"request_id": "Request Id"}
 
 
 def check_output_dir(out: OutputConfig) -> Path | None:
     """Fail early (before simulating) if the run directory cannot be created."""
+    _check_trace_options(out)
     if out.dir is None:
         return None
     path = Path(out.dir)
@@ -35,6 +36,17 @@ def check_output_dir(out: OutputConfig) -> Path | None:
     return path
 
 
+def _check_trace_options(out: OutputConfig) -> None:
+    if out.trace_every < 1:
+        raise ConfigError(f"output.trace_every: must be >= 1 (got {out.trace_every})")
+    if not out.trace_start_s >= 0:
+        raise ConfigError(f"output.trace_start_s: must be >= 0 (got {out.trace_start_s})")
+    if not (out.trace_end_s == 0 or out.trace_end_s > out.trace_start_s):
+        raise ConfigError(
+            f"output.trace_end_s: must be 0 (no end) or > trace_start_s (got {out.trace_end_s})"
+        )
+
+
 def _json_default(obj):
     if isinstance(obj, np.integer):
         return int(obj)
@@ -43,32 +55,9 @@ def _json_default(obj):
     return str(obj)
 
 
-def _write_h5(path: Path, result: Result, cfg_json: str) -> None:
-    with h5py.File(path, "w", track_order=True) as f:
-        f.attrs["config_json"] = cfg_json
-        f.attrs["vidur_fast_version"] = __version__
-        f.attrs["timing_cache_key"] = str(result.timing_meta.get("key", ""))
-        f.attrs["timing_source"] = str(result.timing_meta.get("source", ""))
-        for name, frame in (
-            ("requests", result.requests),
-            ("batches", result.batches),
-            ("replicas", result.replicas),
-        ):
-            g = f.create_group(name)
-            for col in frame.columns:
-                data = frame[col].to_numpy()
-                if data.dtype == bool:
-                    data = data.astype(np.uint8)
-                g.create_dataset(col, data=data, compression="gzip", compression_opts=1)
-        g = f.create_group("tbt_histogram")
-        from vidur_fast.metrics.summary import hist_bucket_upper_s
-
-        g.create_dataset("count", data=result.tbt_histogram)
-        g.create_dataset("upper_edge_s", data=hist_bucket_upper_s())
-
-
 def write_run(result: Result, out: OutputConfig) -> Path:
-    """Write config.json, summary.json, metrics.h5 and the request tables under out.dir."""
+    """Write config.json, summary.json, metrics.h5, the request tables and, when asked, plots/
+    and trace.json under out.dir."""
     path = check_output_dir(out)
     if path is None:
         raise ConfigError("output.dir: no run directory given")
@@ -88,7 +77,12 @@ def write_run(result: Result, out: OutputConfig) -> Path:
         if out.write_parquet:
             result.requests.to_parquet(tmp / "requests.parquet", index=False)
         if out.write_metrics_h5:
-            _write_h5(tmp / "metrics.h5", result, cfg_json)
+            summary_json = json.dumps(summary, sort_keys=True, default=_json_default)
+            write_metrics_h5(
+                tmp / "metrics.h5", result, cfg_json, summary_json, hist_bucket_upper_s()
+            )
+        if out.write_plots or out.write_trace:
+            _write_views(tmp, result, out, path.name)
         if path.exists():
             shutil.rmtree(path)
         os.replace(tmp, path)
@@ -96,3 +90,25 @@ def write_run(result: Result, out: OutputConfig) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return path
+
+
+def _write_views(tmp: Path, result: Result, out: OutputConfig, name: str) -> None:
+    from vidur_fast.outputs.reader import run_data_from_result
+
+    run = run_data_from_result(result, name=name)
+    if out.write_plots:
+        from vidur_fast.outputs.plots import write_plots
+
+        write_plots(run, tmp / "plots")
+    if out.write_trace:
+        from vidur_fast.outputs.perfetto import write_trace
+
+        write_trace(
+            tmp / "trace.json",
+            run.batches,
+            run.replicas,
+            run.pp,
+            out.trace_every,
+            out.trace_start_s,
+            out.trace_end_s,
+        )

@@ -1,0 +1,62 @@
+"""Small simulated runs shared by the tests/unit/test_outputs_* modules (registered as a pytest
+plugin in tests/conftest.py, so each session fixture runs once). Imports are lazy: loading this
+plugin must stay cheap for test runs that never use it."""
+
+from dataclasses import replace
+
+import pytest
+
+
+def small_config(num_requests=300, qps=6.0, replicas=2, pp=1, **kw):
+    from vidur_fast.config import (
+        ClusterConfig,
+        SarathiScheduler,
+        SimConfig,
+        VllmV1Scheduler,
+    )
+    from vidur_fast.timing.config import PredictorConfig
+    from vidur_fast.workload.config import PoissonIntervals, SyntheticWorkload
+
+    # few sequences and blocks, so queues build up and requests get preempted
+    sched = SarathiScheduler() if pp > 1 else VllmV1Scheduler(max_num_seqs=4, num_blocks=600)
+    return SimConfig(
+        cluster=ClusterConfig(num_replicas=replicas, pp=pp),
+        workload=SyntheticWorkload(num_requests=num_requests, intervals=PoissonIntervals(qps=qps)),
+        predictor=PredictorConfig(
+            source="roofline", max_tokens=8192, max_prefill_chunk=4096, max_batch_size=64
+        ),
+        quiet=True,
+        scheduler=sched,
+        **kw,
+    )
+
+
+def write_plain(result, path, **flags):
+    """Write result to path with the default outputs plus the given OutputConfig flags."""
+    from vidur_fast.config import OutputConfig
+    from vidur_fast.outputs.writer import write_run
+
+    return write_run(result, replace(OutputConfig(), dir=str(path), **flags))
+
+
+@pytest.fixture(scope="session")
+def small_result():
+    """Two replicas, vLLM v1 with 4 sequences and 600 blocks, 300 requests at 6 QPS."""
+    from vidur_fast.api import simulate
+
+    return simulate(small_config())
+
+
+@pytest.fixture(scope="session")
+def pp_result():
+    """Two replicas with two pipeline stages each (Sarathi), 150 requests."""
+    from vidur_fast.api import simulate
+
+    return simulate(small_config(num_requests=150, qps=8.0, pp=2))
+
+
+@pytest.fixture(scope="session")
+def small_run_dir(small_result, tmp_path_factory):
+    """small_result written with plots, trace and parquet."""
+    path = tmp_path_factory.mktemp("runs") / "base"
+    return write_plain(small_result, path, write_plots=True, write_trace=True, write_parquet=True)

@@ -1,0 +1,143 @@
+"""metrics.h5 and requests.parquet read back equal the in-memory Result."""
+
+import json
+
+import h5py
+import numpy as np
+import pandas as pd
+from numpy.testing import assert_allclose, assert_array_equal
+
+from tests.unit.outputs_fixtures import write_plain
+from vidur_fast.outputs import read_run
+from vidur_fast.outputs.plots import _series_panels
+from vidur_fast.outputs.schema import GROUP_COLUMNS
+from vidur_fast.outputs.timeseries import downsample, replica_timeseries
+
+
+def _same_frame(a: pd.DataFrame, b: pd.DataFrame) -> None:
+    assert list(a.columns) == list(b.columns)
+    for c in a.columns:
+        x, y = a[c].to_numpy(), b[c].to_numpy()
+        if x.dtype.kind == "f":
+            assert_array_equal(np.isnan(x), np.isnan(y.astype(float)), err_msg=c)
+            assert_array_equal(x[~np.isnan(x)], y[~np.isnan(x)], err_msg=c)
+        else:
+            assert_array_equal(x, y, err_msg=c)
+
+
+def test_h5_tables_equal_the_result(small_result, small_run_dir):
+    run = read_run(small_run_dir)
+    assert len(run.requests) == 300 == len(small_result.requests)
+    _same_frame(run.requests, small_result.requests)
+    _same_frame(run.batches, small_result.batches)
+    _same_frame(run.replicas, small_result.replicas)
+    assert run.tbt_histogram.sum() == small_result.summary["tbt"]["count"]
+    assert_array_equal(run.tbt_histogram, small_result.tbt_histogram)
+
+
+def test_h5_timeseries_per_replica(small_result, small_run_dir):
+    run = read_run(small_run_dir)
+    b = small_result.batches
+    assert sorted(run.timeseries) == [0, 1]
+    assert sum(len(f) for f in run.timeseries.values()) == len(b)
+    num_blocks = small_result.summary["num_blocks_per_replica"]
+    for r, frame in run.timeseries.items():
+        mine = b[b["replica"] == r]
+        assert list(frame.columns[:1]) == ["time_s"]
+        assert_array_equal(frame["time_s"], mine["start_s"])
+        assert frame["batch_size"].sum() == mine["size"].sum()
+        assert frame["num_tokens"].sum() == mine["n_tokens"].sum()
+        assert_array_equal(frame["waiting_requests"], mine["waiting"])
+        assert_allclose(frame["kv_usage_fraction"], mine["alloc_blocks"] / num_blocks)
+        assert frame["kv_usage_fraction"].max() <= small_result.replicas["kv_usage_peak"][r] + 1e-12
+    # some queueing happened, so the waiting series is not trivially zero
+    assert max(f["waiting_requests"].max() for f in run.timeseries.values()) > 0
+
+
+def test_h5_units_and_root_attributes(small_result, small_run_dir):
+    with h5py.File(small_run_dir / "metrics.h5") as f:
+        for group in ("requests", "batches", "replicas", "tbt_histogram"):
+            for name, ds in f[group].items():
+                assert ds.attrs["unit"] and ds.attrs["description"], (group, name)
+                # every column written is documented in the schema
+                assert name in GROUP_COLUMNS[group], (group, name)
+        for g in f["timeseries"].values():
+            for name, ds in g.items():
+                assert name in GROUP_COLUMNS["timeseries"] and ds.attrs["unit"]
+        assert f["requests/prefill_e2e_time"].attrs["unit"] == "s"
+        assert f["timeseries/replica_0/kv_usage_fraction"].attrs["unit"] == "fraction"
+        cfg = json.loads(f.attrs["config_json"])
+        assert cfg == json.loads((small_run_dir / "config.json").read_text())
+        assert f.attrs["timing_cache_key"] == small_result.summary["timing_cache_key"]
+        assert f.attrs["format_version"] == 1
+        versions = json.loads(f.attrs["data_versions"])
+        assert versions["timing"]["key"] == small_result.summary["timing_cache_key"]
+        assert "numpy" in versions["packages"]
+        summary = json.loads(f.attrs["summary_json"])
+        assert summary["num_completed"] == small_result.summary["num_completed"]
+
+
+def test_documented_pandas_snippet(small_run_dir):
+    with h5py.File(small_run_dir / "metrics.h5") as f:
+        req = pd.DataFrame({k: v[()] for k, v in f["requests"].items()})
+        ts0 = pd.DataFrame({k: v[()] for k, v in f["timeseries/replica_0"].items()})
+    assert len(req) == 300 and "prefill_e2e_time" in req
+    assert len(ts0) > 0
+
+
+def test_parquet_equals_requests(small_result, small_run_dir):
+    back = pd.read_parquet(small_run_dir / "requests.parquet")
+    _same_frame(back, small_result.requests)
+
+
+def test_same_result_gives_identical_bytes(small_result, small_run_dir, tmp_path):
+    a = small_run_dir
+    b = write_plain(
+        small_result, tmp_path / "b", write_trace=True, write_plots=True, write_parquet=True
+    )
+    files = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
+    assert len(files) >= 8
+    for rel in files:
+        assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
+
+
+def test_extra_batch_column_is_carried(small_result, tmp_path):
+    # a prefix-cache counter in the batch log shows up in timeseries, units and plots
+    batches = small_result.batches.copy()
+    batches["n_cached_tokens"] = np.where(batches["n_prefill_tokens"] > 0, 16, 0)
+    batches["spec_accepted"] = np.arange(len(batches)) % 3
+    result = type(small_result)(**{**small_result.__dict__, "batches": batches})
+    path = write_plain(result, tmp_path / "run")
+    run = read_run(path)
+    with h5py.File(path / "metrics.h5") as f:
+        assert f["batches/n_cached_tokens"].attrs["unit"] == "tokens"
+        assert f["timeseries/replica_1/spec_accepted"].attrs["unit"] == "1"
+    for r, frame in run.timeseries.items():
+        mine = batches[batches["replica"] == r]
+        assert frame["n_cached_tokens"].sum() == mine["n_cached_tokens"].sum()
+        hits = mine["n_cached_tokens"].sum()
+        rate = hits / (hits + mine["n_prefill_tokens"].sum())
+        assert_allclose(frame["prefix_cache_hit_rate"].iloc[-1], rate)
+    panels = [p[0] for p in _series_panels(run.timeseries)]
+    assert "prefix_cache_hit_rate" in panels and "spec_accepted" in panels
+    assert "n_cached_tokens" in panels
+
+
+def test_pipeline_run_round_trips(pp_result, tmp_path):
+    run = read_run(write_plain(pp_result, tmp_path / "pp"))
+    assert run.pp == 2
+    _same_frame(run.batches, pp_result.batches)
+    ts = replica_timeseries(pp_result.batches, pp_result.replicas)
+    assert sum(len(f) for f in ts.values()) == len(pp_result.batches)
+
+
+def test_downsample_keeps_means():
+    t = np.linspace(0.0, 10.0, 10_001)
+    y = np.where(t < 5.0, 1.0, 3.0)
+    tt, yy = downsample(t, y, 100)
+    assert tt.shape[0] == 100 and yy.shape[0] == 100
+    assert_allclose(yy[:49], 1.0)
+    assert_allclose(yy[51:], 3.0)
+    same_t, same_y = downsample(t[:50], y[:50], 100)
+    assert_array_equal(same_t, t[:50])
+    assert_array_equal(same_y, y[:50])

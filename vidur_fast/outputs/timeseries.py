@@ -1,0 +1,75 @@
+"""Per-replica time series derived from the batch log (one sample per batch formation).
+
+Every numeric batch-log column is carried, so a counter added to the log later shows up here
+(and in the plots) without changes. A prefix-cache hit column, when the log has one, also
+yields a running hit rate.
+"""
+
+import numpy as np
+import pandas as pd
+
+from vidur_fast.outputs.schema import TIMESERIES_DROPPED, TIMESERIES_RENAME
+
+# a batch column counting prompt tokens served from the prefix cache, if the log has one
+HIT_TOKEN_COLUMNS = ("n_cached_tokens", "cached_tokens", "prefix_hit_tokens", "n_hit_tokens")
+# a batch column that is already a hit rate
+HIT_RATE_COLUMNS = ("prefix_cache_hit_rate", "prefix_hit_rate", "cache_hit_rate")
+
+
+def hit_column(columns) -> str | None:
+    """The batch-log column holding prefix-cache hits (tokens or a rate), if any."""
+    for name in (*HIT_RATE_COLUMNS, *HIT_TOKEN_COLUMNS):
+        if name in columns:
+            return name
+    return None
+
+
+def replica_timeseries(batches: pd.DataFrame, replicas: pd.DataFrame) -> dict[int, pd.DataFrame]:
+    """{replica: DataFrame} with one row per batch of that replica, in formation order."""
+    num_blocks = replicas.set_index("replica")["num_blocks"]
+    numeric = [c for c in batches.columns if pd.api.types.is_numeric_dtype(batches[c])]
+    hit = hit_column(batches.columns)
+    out = {}
+    rep_col = batches["replica"].to_numpy()
+    order = np.argsort(rep_col, kind="stable")
+    bounds = np.searchsorted(rep_col[order], replicas["replica"].to_numpy(), side="left")
+    ends = np.append(bounds[1:], order.shape[0])
+    for r, lo, hi in zip(replicas["replica"].to_numpy(), bounds, ends, strict=True):
+        rows = batches.iloc[order[lo:hi]]
+        cols = {"time_s": rows["start_s"].to_numpy()} if "start_s" in rows else {}
+        for c in numeric:
+            if c in TIMESERIES_DROPPED:
+                continue
+            cols[TIMESERIES_RENAME.get(c, c)] = rows[c].to_numpy()
+        if "alloc_blocks" in rows:
+            blocks = max(int(num_blocks.get(r, 0)), 1)
+            cols["kv_usage_fraction"] = rows["alloc_blocks"].to_numpy() / blocks
+        if "end_s" in rows and "start_s" in rows:
+            cols["duration_s"] = rows["end_s"].to_numpy() - rows["start_s"].to_numpy()
+        if hit in HIT_TOKEN_COLUMNS and "n_prefill_tokens" in rows:
+            hits = np.cumsum(rows[hit].to_numpy(dtype=np.float64))
+            total = hits + np.cumsum(rows["n_prefill_tokens"].to_numpy(dtype=np.float64))
+            with np.errstate(invalid="ignore", divide="ignore"):
+                cols["prefix_cache_hit_rate"] = np.where(total > 0, hits / total, np.nan)
+        elif hit in HIT_RATE_COLUMNS and hit != "prefix_cache_hit_rate":
+            cols["prefix_cache_hit_rate"] = rows[hit].to_numpy(dtype=np.float64)
+        out[int(r)] = pd.DataFrame(cols)
+    return out
+
+
+def downsample(t: np.ndarray, y: np.ndarray, max_points: int) -> tuple[np.ndarray, np.ndarray]:
+    """Mean of y in max_points equal time bins (bin centres); empty bins are dropped.
+
+    Raw samples are returned unchanged when there are no more than max_points of them.
+    """
+    if t.shape[0] <= max_points:
+        return t, y
+    lo, hi = float(t[0]), float(t[-1])
+    width = (hi - lo) / max_points or 1.0
+    k = np.minimum(((t - lo) / width).astype(np.int64), max_points - 1)
+    ok = np.isfinite(y)
+    cnt = np.bincount(k[ok], minlength=max_points)
+    tot = np.bincount(k[ok], weights=y[ok], minlength=max_points)
+    keep = cnt > 0
+    centres = lo + (np.arange(max_points) + 0.5) * width
+    return centres[keep], tot[keep] / cnt[keep]

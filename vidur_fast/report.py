@@ -1,0 +1,148 @@
+"""`vidur-fast report RUN [RUN ...]`: key figures of run directories side by side, relative to
+the first run, plus plots (CDF overlays; the full plot set for a single run)."""
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import tyro
+
+from vidur_fast.errors import RunDirError
+from vidur_fast.outputs.reader import read_run, read_summary
+
+# (row label, summary key, field in that entry or None for a scalar, scale)
+ROWS = (
+    ("completed requests", "num_completed", None, 1.0),
+    ("throughput (req/s)", "throughput_requests_per_s", None, 1.0),
+    ("output tokens/s", "throughput_output_tokens_per_s", None, 1.0),
+    ("TTFT p50 (s)", "prefill_e2e_time", "p50", 1.0),
+    ("TTFT p90 (s)", "prefill_e2e_time", "p90", 1.0),
+    ("TTFT p99 (s)", "prefill_e2e_time", "p99", 1.0),
+    ("TBT p50 (ms)", "tbt", "p50", 1e3),
+    ("TBT p90 (ms)", "tbt", "p90", 1e3),
+    ("TBT p99 (ms)", "tbt", "p99", 1e3),
+    ("E2E p50 (s)", "request_e2e_time", "p50", 1.0),
+    ("E2E p90 (s)", "request_e2e_time", "p90", 1.0),
+    ("E2E p99 (s)", "request_e2e_time", "p99", 1.0),
+    ("sched. delay p50 (s)", "request_scheduling_delay", "p50", 1.0),
+    ("sched. delay p99 (s)", "request_scheduling_delay", "p99", 1.0),
+    ("TPOT p50 (ms)", "decode_time_execution_plus_preemption_normalized", "p50", 1e3),
+    ("TPOT p99 (ms)", "decode_time_execution_plus_preemption_normalized", "p99", 1e3),
+    ("preemptions", "num_preemptions", None, 1.0),
+    ("KV use mean (%)", "kv_usage_mean", None, 100.0),
+    ("busy fraction (%)", "busy_fraction_mean", None, 100.0),
+    ("cost per 1k req ($)", "cost_per_1k_requests_usd", None, 1.0),
+)
+
+
+@dataclass(frozen=True)
+class ReportArgs:
+    """Compare run directories: a table of key figures (differences relative to the first run)
+    and plots."""
+
+    runs: Annotated[tuple[str, ...], tyro.conf.Positional, tyro.conf.arg(metavar="RUN")] = ()
+    """Run directories (each with summary.json; metrics.h5 for plots). The first is the base."""
+    out: str | None = None
+    """Directory for the plots and report.csv (default: <first run>/report)."""
+    plots: bool = True
+    """Write plots (needs metrics.h5 in every run)."""
+
+
+def _value(summary: dict, key: str, sub: str | None, scale: float) -> float:
+    v = summary.get(key)
+    if sub is not None:
+        v = v.get(sub) if isinstance(v, dict) else None
+    if v is None or isinstance(v, (dict, list, str)):
+        return math.nan
+    return float(v) * scale
+
+
+def relative_diff(value: float, base: float) -> float:
+    """(value - base) / base; NaN when base is 0 (unless both are 0) or missing."""
+    if math.isnan(value) or math.isnan(base):
+        return math.nan
+    if base == 0:
+        return 0.0 if value == 0 else math.nan
+    return (value - base) / abs(base)
+
+
+def _labels(paths: list[Path]) -> list[str]:
+    names = [p.resolve().name for p in paths]
+    if len(set(names)) == len(names):
+        return names
+    return [f"{i}:{n}" for i, n in enumerate(names)]
+
+
+def _cell(v: float) -> str:
+    if math.isnan(v):
+        return "-"
+    if v == int(v) and abs(v) >= 1000:
+        return f"{int(v)}"
+    return f"{v:.4g}"
+
+
+def comparison_table(summaries: list[dict], labels: list[str]) -> tuple[str, list[list[str]]]:
+    """(text table, csv rows) of ROWS for each run; later runs carry the difference to the first."""
+    width = max(20, *(len(lab) + 12 for lab in labels))
+    head = f"{'metric':<22}" + "".join(f"{lab:>{width}}" for lab in labels)
+    lines = [head, "-" * len(head)]
+    csv_rows = [["metric", *labels, *(f"{lab} vs {labels[0]} (%)" for lab in labels[1:])]]
+    for label, key, sub, scale in ROWS:
+        vals = [_value(s, key, sub, scale) for s in summaries]
+        if all(math.isnan(v) for v in vals):
+            continue
+        cells, rels = [_cell(vals[0])], []
+        for v in vals[1:]:
+            rel = relative_diff(v, vals[0])
+            rels.append(rel)
+            tag = "" if math.isnan(rel) else f" ({100 * rel:+.1f}%)"
+            cells.append(_cell(v) + tag)
+        lines.append(f"{label:<22}" + "".join(f"{c:>{width}}" for c in cells))
+        csv_rows.append(
+            [
+                label,
+                *(repr(v) for v in vals),
+                *("" if math.isnan(r) else f"{100 * r:.3f}" for r in rels),
+            ]
+        )
+    return "\n".join(lines), csv_rows
+
+
+def report(args: ReportArgs) -> int:
+    if not args.runs:
+        raise RunDirError(
+            "report: give at least one run directory (vidur-fast report RUN [RUN ...])"
+        )
+    paths = [Path(p) for p in args.runs]
+    summaries = [read_summary(p) for p in paths]  # validates every input before writing
+    labels = _labels(paths)
+    runs = [read_run(p) for p in paths] if args.plots else []
+    out = Path(args.out) if args.out else paths[0] / "report"
+    if out.exists() and not out.is_dir():
+        raise RunDirError(f"--out: {out} exists and is not a directory")
+    table, csv_rows = comparison_table(summaries, labels)
+    print(table)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with open(out / "report.csv", "w", newline="") as f:
+            csv.writer(f).writerows(csv_rows)
+    except OSError as exc:
+        raise RunDirError(f"--out: cannot write {out} ({exc.strerror})") from None
+    if runs:
+        from vidur_fast.outputs.plots import plot_latency_cdfs, write_plots
+
+        for run, label in zip(runs, labels, strict=True):
+            run.name = label
+        if len(runs) == 1:
+            write_plots(runs[0], out)
+        else:
+            plot_latency_cdfs(runs, out / "latency_cdfs.png")
+    print(f"report written to {out}")
+    return 0
+
+
+def main_report(argv: list[str]) -> int:
+    args = tyro.cli(ReportArgs, args=argv, prog="vidur-fast report")
+    return report(args)
