@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 
 import tyro
 
+from vidur_fast.cli_errors import parse_args_or_raise
 from vidur_fast.errors import UserError
 
 COMMANDS = ("simulate", "profiles", "vidur-compat")
@@ -22,10 +23,8 @@ def cmd_simulate(argv: list[str]) -> int:
     from vidur_fast.outputs.writer import check_output_dir, write_run
     from vidur_fast.report_table import format_summary
 
-    cfg = tyro.cli(
-        SimConfig,
-        args=argv,
-        prog="vidur-fast simulate",
+    cfg = parse_args_or_raise(
+        lambda: tyro.cli(SimConfig, args=argv, prog="vidur-fast simulate"), "vidur-fast simulate"
     )
     if cfg.output.dir is None:
         stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S-%f")
