@@ -44,14 +44,37 @@ def rich_grids() -> TimingGrids:
     )
 
 
+def whole_ms_grids() -> TimingGrids:
+    """Every stage takes a whole number of ms, so arrivals on a ms grid often coincide with
+    batch ends (the tie rule: arrivals first)."""
+    g = rich_grids()
+    zero = np.zeros_like
+    return TimingGrids(
+        np.ones(T + 1),
+        zero(g.kv_save_ms),
+        zero(g.allreduce_ms),
+        zero(g.sendrecv_ms),
+        zero(g.decode_ms),
+        zero(g.prefill_ms),
+        zero(g.counters),
+    )
+
+
 def random_case(policy: SchedPolicy, seed: int):
-    """A small trace and parameters; about a third of the cases have KV tight enough to
-    force preemptions where the policy preempts."""
+    """A small trace, parameters and timing grids; about a third of the cases have KV tight
+    enough to force preemptions where the policy preempts, a third run on whole-ms steps with
+    arrivals on whole ms."""
     rng = np.random.default_rng([int(policy), seed])
     n = int(rng.integers(4, 28))
-    gaps_us = rng.exponential(3000.0, n).astype(np.int64)
-    gaps_us[rng.random(n) < 0.2] = 0  # simultaneous arrivals
-    arrival_s = np.cumsum(gaps_us) * 1e-6
+    whole_ms = rng.random() < 0.35
+    if whole_ms:
+        arrival_s = np.cumsum(rng.integers(0, 5, n)) * 1e-3
+        grids = whole_ms_grids()
+    else:
+        gaps_us = rng.exponential(3000.0, n).astype(np.int64)
+        gaps_us[rng.random(n) < 0.2] = 0  # simultaneous arrivals
+        arrival_s = np.cumsum(gaps_us) * 1e-6
+        grids = rich_grids()
     prompt = rng.integers(1, 200, n)
     decode = rng.integers(1, 40, n)
     total = prompt + decode
@@ -90,13 +113,12 @@ def random_case(policy: SchedPolicy, seed: int):
     kv_rule = KV_RULE_PER_REQUEST if rng.random() < 0.5 else KV_RULE_SUM
     tp = TimingParams(G, GC, 2 // pp, 0.1, 0.1, 0.0, kv_rule, 1, pp)
     u_route = rng.random(n)
-    return arrival_s, prompt, decode, sp, tp, u_route
+    return arrival_s, prompt, decode, sp, grids, tp, u_route
 
 
 def run_both(policy, seed):
-    arrival_s, prompt, decode, sp, tp, u_route = random_case(policy, seed)
+    arrival_s, prompt, decode, sp, grids, tp, u_route = random_case(policy, seed)
     n = len(arrival_s)
-    grids = rich_grids()
     out = run_engine(
         arrival_s,
         prompt,
