@@ -76,12 +76,15 @@ def cmd_profiles(argv: list[str]) -> int:
     from typing import Annotated
 
     build_t, show_t = _profiles_types()
-    sub = tyro.cli(
-        Annotated[ProfilesList, tyro.conf.subcommand("list")]
-        | Annotated[build_t, tyro.conf.subcommand("build")]
-        | Annotated[show_t, tyro.conf.subcommand("show")],
-        args=argv,
-        prog="vidur-fast profiles",
+    sub = parse_args_or_raise(
+        lambda: tyro.cli(
+            Annotated[ProfilesList, tyro.conf.subcommand("list")]
+            | Annotated[build_t, tyro.conf.subcommand("build")]
+            | Annotated[show_t, tyro.conf.subcommand("show")],
+            args=argv,
+            prog="vidur-fast profiles",
+        ),
+        "vidur-fast profiles",
     )
     from vidur_fast.profiles_cmd import profiles_build, profiles_list, profiles_show
 

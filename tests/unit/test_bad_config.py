@@ -63,3 +63,11 @@ def test_help_still_prints_and_exits_0(capsys):
         main(["scheduler:lightllm", "--help"])
     assert exc.value.code in (0, None)
     assert "max-waiting-iters" in capsys.readouterr().out
+
+
+def test_unknown_profiles_option_is_one_line(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["profiles", "build", "--no-such-option", "2"])
+    assert exc.value.code == 2
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
+    assert len(lines) == 1 and "--no-such-option" in lines[0], lines
