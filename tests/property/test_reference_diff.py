@@ -1,5 +1,6 @@
 """The kernel engine equals the plain-Python reference (tests/reference) exactly on small
-random traces: per-request timestamps in ns, restarts, replicas, and every batch record."""
+random traces: per-request timestamps in ns, restarts, replicas, token gaps, and every batch
+record."""
 
 import numpy as np
 import pytest
@@ -151,6 +152,9 @@ def assert_same(out, ref, sp):
         "generated": k.generated,
         "exec_ns": k.exec_ns,
         "preempt_ns": k.preempt_ns,
+        "tbt_n": k.tbt_n,
+        "tbt_sum_ns": k.tbt_sum_ns,
+        "tbt_max_ns": k.tbt_max_ns,
     }
     for name, col in got.items():
         want = [_ns(getattr(q, name)) for q in ref.requests]

@@ -28,7 +28,10 @@ class Request:
     exec_ns: int = 0  # sum of its stage times
     preempt_ns: int = 0  # gaps between consecutive stage executions
     last_stage_end_ns: int = 0  # 0 = never executed
-    group: int = -1  # faster_transformer: the batch it continues with
+    last_tok_ns: int = 0
+    tbt_n: int = 0  # gaps between consecutive output tokens
+    tbt_sum_ns: int = 0
+    tbt_max_ns: int = 0
 
     @property
     def prompt_asked(self) -> int:
@@ -38,6 +41,12 @@ class Request:
         self.generated += 1
         if self.first_tok_ns is None:
             self.first_tok_ns = now_ns
+        else:
+            gap = now_ns - self.last_tok_ns
+            self.tbt_n += 1
+            self.tbt_sum_ns += gap
+            self.tbt_max_ns = max(self.tbt_max_ns, gap)
+        self.last_tok_ns = now_ns
 
     # ---- Vidur accounting ----
 
