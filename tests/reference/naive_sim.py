@@ -124,7 +124,7 @@ def _finish(rep: Replica, batch: InFlight, now_ns, router, v1: bool) -> None:
             rep.sched.pool.release(req.rid)
             router.on_request_end(req)
             finished.add(req.rid)
-    rep.sched.on_batch_end(batch.items, batch.seq, finished)
+    rep.sched.on_batch_end(batch.items, finished)
     rep.batches.remove(batch)
 
 

@@ -84,5 +84,5 @@ class VllmV1:
             budget -= n
         return batch
 
-    def on_batch_end(self, items, batch_seq, finished) -> None:
+    def on_batch_end(self, items, finished) -> None:
         self.running = [q for q in self.running if q.rid not in finished]

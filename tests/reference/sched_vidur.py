@@ -2,7 +2,7 @@
 
 Each scheduler owns a waiting deque and a running list of Request objects (requests of an
 in-flight batch are in neither) and a block pool. `next_batch(now)` returns [(request,
-tokens)] (empty: nothing to run); `on_batch_end(items)` puts unfinished requests back.
+tokens)] (empty: nothing to run); `on_batch_end(items, finished_ids)` puts unfinished requests back.
 """
 
 from collections import deque
@@ -35,7 +35,7 @@ class VidurScheduler:
     def is_decode(self, req, n) -> bool:
         return req.prefill_done
 
-    def on_batch_end(self, items, batch_seq: int, finished: set) -> None:
+    def on_batch_end(self, items, finished: set) -> None:
         for req, _ in items:
             if req.rid not in finished:
                 self.running.append(req)
@@ -172,7 +172,7 @@ class FasterTransformer(Orca):
             return [(req, self.next_tokens(req)) for req in self.unfinished_batches.pop(0)]
         return self._admit_reserving([])
 
-    def on_batch_end(self, items, batch_seq, finished):
+    def on_batch_end(self, items, finished):
         rest = [req for req, _ in items if req.rid not in finished]
         if rest:
             self.unfinished_batches.append(rest)
