@@ -2,7 +2,8 @@
 
 Each scheduler owns a waiting deque and a running list of Request objects (requests of an
 in-flight batch are in neither) and a block pool. `next_batch(now)` returns [(request,
-tokens)] (empty: nothing to run); `on_batch_end(items, finished_ids)` puts unfinished requests back.
+tokens)] (empty: nothing to run); `on_batch_end(items, finished_ids)` puts unfinished
+requests back.
 """
 
 from collections import deque
