@@ -14,6 +14,7 @@ from vidur_fast.kernels.sched_legacy import (
     schedule_sarathi_nb,
     schedule_vllm_nb,
 )
+from vidur_fast.kernels.sched_lightllm import schedule_lightllm_nb
 from vidur_fast.kernels.sched_v1 import schedule_vllm_v1_nb
 from vidur_fast.kernels.timing import KV_RULE_PER_REQUEST, ceil_to_nb, stage_time_ms_nb
 
@@ -78,6 +79,8 @@ def _schedule_nb(reps, reqs, p, r, s, now_ns):
         return schedule_vllm_nb(reps, reqs, p, r, s, now_ns)
     if p.policy == SchedPolicy.ORCA:
         return schedule_orca_nb(reps, reqs, p, r, s, now_ns)
+    if p.policy == SchedPolicy.LIGHTLLM:
+        return schedule_lightllm_nb(reps, reqs, p, r, s, now_ns)
     return schedule_faster_transformer_nb(reps, reqs, p, r, s, now_ns)
 
 

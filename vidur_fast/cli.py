@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 
 import tyro
 
+from vidur_fast.cli_errors import parse_args_or_raise
 from vidur_fast.errors import UserError
 
 COMMANDS = ("simulate", "profiles", "vidur-compat", "report")
@@ -27,13 +28,16 @@ def cmd_simulate(argv: list[str]) -> int:
     if preset == "list":
         print(format_presets())
         return 0
-    cfg = tyro.cli(
-        SimConfig,
-        args=argv,
-        prog="vidur-fast simulate",
-        default=get_preset(preset) if preset else None,
-        description="Simulate one deployment. `--preset NAME` starts from a named config "
-        "(`--preset list` shows them); other flags override its fields.",
+    cfg = parse_args_or_raise(
+        lambda: tyro.cli(
+            SimConfig,
+            args=argv,
+            prog="vidur-fast simulate",
+            default=get_preset(preset) if preset else None,
+            description="Simulate one deployment. `--preset NAME` starts from a named config "
+            "(`--preset list` shows them); other flags override its fields.",
+        ),
+        "vidur-fast simulate",
     )
     if cfg.output.dir is None:
         stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S-%f")
@@ -61,12 +65,15 @@ def cmd_profiles(argv: list[str]) -> int:
     from vidur_fast.profiles_cmd import ProfilesBuild as build_t
     from vidur_fast.profiles_cmd import ProfilesShow as show_t
 
-    sub = tyro.cli(
-        Annotated[ProfilesList, tyro.conf.subcommand("list")]
-        | Annotated[build_t, tyro.conf.subcommand("build")]
-        | Annotated[show_t, tyro.conf.subcommand("show")],
-        args=argv,
-        prog="vidur-fast profiles",
+    sub = parse_args_or_raise(
+        lambda: tyro.cli(
+            Annotated[ProfilesList, tyro.conf.subcommand("list")]
+            | Annotated[build_t, tyro.conf.subcommand("build")]
+            | Annotated[show_t, tyro.conf.subcommand("show")],
+            args=argv,
+            prog="vidur-fast profiles",
+        ),
+        "vidur-fast profiles",
     )
     from vidur_fast.profiles_cmd import profiles_build, profiles_list, profiles_show
 

@@ -100,12 +100,32 @@ class FasterTransformerScheduler:
     """Per-request token bound (each request reserves this much KV)."""
 
 
+@dataclass(frozen=True)
+class LightLLMScheduler:
+    """LightLLM as Vidur models it: whole-prompt prefill batches admitted by a future-memory
+    estimate, else a decode step for every running request."""
+
+    batch_size_cap: int = 128
+    """Most requests holding KV at once."""
+    max_tokens_in_batch: int = 4096
+    """Prompt tokens per prefill batch."""
+    max_waiting_iters: int = 10
+    """Decode steps after which waiting requests get a prefill batch."""
+    block_size: int = 1
+    """Tokens per KV block; LightLLM accounts KV per token, so only 1 is allowed."""
+    num_blocks: int | None = None
+    """KV tokens per replica; None = Vidur's request-slot planner."""
+    max_tokens: int = 4096
+    """Per-request token bound the request-slot planner reserves for."""
+
+
 Scheduler = (
     Annotated[VllmV1Scheduler, tyro.conf.subcommand("vllm_v1")]
     | Annotated[SarathiScheduler, tyro.conf.subcommand("sarathi")]
     | Annotated[VllmV0Scheduler, tyro.conf.subcommand("vllm")]
     | Annotated[OrcaScheduler, tyro.conf.subcommand("orca")]
     | Annotated[FasterTransformerScheduler, tyro.conf.subcommand("faster_transformer")]
+    | Annotated[LightLLMScheduler, tyro.conf.subcommand("lightllm")]
 )
 
 # ---- routers ----

@@ -39,6 +39,7 @@ def params(
     long_prefill=0,
     max_model_len=0,
     reserve_full=1,
+    max_waiting_iters=10,
 ):
     return SchedParams(
         policy=int(policy),
@@ -54,7 +55,7 @@ def params(
         max_tokens_in_batch=max_tokens_in_batch,
         max_blocks_per_seq=max_blocks_per_seq,
         max_batch_size=batch_cap,
-        max_waiting_iters=0,
+        max_waiting_iters=max_waiting_iters,
         long_prefill_threshold=long_prefill,
         max_model_len=max_model_len,
         reserve_full_seq=reserve_full,
@@ -85,5 +86,6 @@ ALL_POLICIES = (
     SchedPolicy.VLLM,
     SchedPolicy.ORCA,
     SchedPolicy.FASTER_TRANSFORMER,
+    SchedPolicy.LIGHTLLM,
     SchedPolicy.VLLM_V1,
 )

@@ -1,0 +1,40 @@
+"""Turn the command-line parser's multi-line error panels into one `error: ...` line."""
+
+import contextlib
+import io
+import re
+import sys
+
+from vidur_fast.errors import ConfigError
+
+_BORDER = "│╭╮╰╯"
+
+
+def _first_section(text: str) -> str:
+    """The first paragraph inside a parser error panel, as one line."""
+    lines = []
+    for raw in text.splitlines():
+        line = raw.strip().strip(_BORDER).strip()
+        if raw.lstrip().startswith(("╭", "╰")):
+            continue
+        if not line or set(line) <= set("─ "):
+            if lines:
+                break
+            continue
+        lines.append(line)
+    return re.sub(r"\s+", " ", " ".join(lines)).strip()
+
+
+def parse_args_or_raise(parse, prog: str):
+    """Run parse() (a tyro.cli call); a parse error becomes a one-line ConfigError, while help
+    and its exit code 0 pass through unchanged."""
+    buf = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(buf):
+            return parse()
+    except SystemExit as exc:
+        if exc.code in (0, None):
+            sys.stderr.write(buf.getvalue())
+            raise
+        summary = _first_section(buf.getvalue()) or "invalid command line"
+        raise ConfigError(f"{summary} (see {prog} --help)") from None
