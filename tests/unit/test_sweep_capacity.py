@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-
 from test_sweep_run import small_base
+
 from vidur_fast.sweep.pareto import pareto_mask
 from vidur_fast.sweep.run_capacity import run_capacity
 from vidur_fast.sweep.search import find_capacity
