@@ -113,3 +113,24 @@ def test_out_dir_of_something_else_is_refused(inline_sweep, tmp_path):
     (other / "notes.txt").write_text("x")
     with pytest.raises(SweepFileError, match="not a sweep directory"):
         run_sweep(cfg, str(other), workers=1, quiet=True)
+
+
+def test_cli_sweep_runs_and_resumes(inline_sweep, tmp_path, capsys):
+    from vidur_fast.cli import main
+
+    cfg, first = inline_sweep
+    out = tmp_path / "cli"
+    assert main(["sweep", cfg, "--out", str(out), "--workers", "1"]) == 0
+    assert "8 points (8 run, 0 already done, 4 with errors)" in capsys.readouterr().err
+    pd.testing.assert_frame_equal(pd.read_parquet(out / "results.parquet"), first.table)
+    assert main(["sweep", cfg, "--out", str(out), "--workers", "1", "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_point_ids_ignore_where_grids_are_cached(inline_sweep, tmp_path):
+    cfg, first = inline_sweep
+    data = json.loads(open(cfg).read())
+    data["base"]["predictor"]["cache_mode"] = "use"
+    data["base"]["predictor"]["cache_dir"] = str(tmp_path / "elsewhere")
+    moved = run_sweep(write(tmp_path / "m.json", data), str(first.out_dir), workers=1, quiet=True)
+    assert moved.n_run == 0

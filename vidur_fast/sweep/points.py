@@ -17,8 +17,9 @@ from vidur_fast.errors import ConfigError
 from vidur_fast.sweep.convert import field_types, member_name, set_path, union_members
 from vidur_fast.sweep.spec import SweepSpec
 
-# Fields that never change what a simulation computes.
+# Fields that never change what a simulation computes (where grids are cached neither).
 _NOT_HASHED = ("output", "quiet")
+_PREDICTOR_NOT_HASHED = ("cache_dir", "cache_mode")
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,9 @@ class Point:
 def config_id(cfg: SimConfig, extra: Any = None) -> str:
     """16 hex digits identifying what cfg (plus optional extra data) computes."""
     data = {k: v for k, v in config_dict(cfg).items() if k not in _NOT_HASHED}
+    data["predictor"] = {
+        k: v for k, v in data["predictor"].items() if k not in _PREDICTOR_NOT_HASHED
+    }
     blob = json.dumps([data, extra], sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
