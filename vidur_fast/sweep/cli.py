@@ -1,7 +1,7 @@
 """Command-line entry points of `vidur-fast sweep` and `vidur-fast capacity`."""
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
 import tyro
 
@@ -10,7 +10,7 @@ import tyro
 class SweepArgs:
     """Run every point of a grid of configs; one row of summary metrics per point."""
 
-    config: tyro.conf.Positional[str]
+    config: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="CONFIG")]
     """Sweep file (YAML or JSON) with `base` and `grid` (see docs/sweeps.md)."""
     out: str | None = None
     """Output directory (default runs/sweep-<file stem>); rerunning resumes it."""
@@ -35,6 +35,8 @@ class CapacityArgs(SweepArgs):
     """Output directory (default runs/capacity-<file stem>); rerunning resumes it."""
     retry_errors: bool = False
     """On resume, search again the deployments that ended with an error."""
+    quiet: bool = False
+    """No progress bar, results table or closing line."""
 
 
 def main_sweep(argv: list[str]) -> int:
