@@ -1,4 +1,4 @@
-"""`vidur-fast` command line: simulate (default), profiles {list,build,show}."""
+"""`vidur-fast` command line: simulate (default), profiles, vidur-compat, report, sweep..."""
 
 import datetime
 import sys
@@ -9,7 +9,7 @@ import tyro
 from vidur_fast.cli_errors import parse_args_or_raise
 from vidur_fast.errors import UserError
 
-COMMANDS = ("simulate", "profiles", "vidur-compat", "report")
+COMMANDS = ("simulate", "profiles", "vidur-compat", "report", "sweep", "capacity")
 
 
 def _die(msg: str) -> None:
@@ -94,6 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if cmd == "simulate":
             return cmd_simulate(argv)
+        if cmd in ("sweep", "capacity"):
+            from vidur_fast.sweep.cli import main_capacity, main_sweep
+
+            return (main_sweep if cmd == "sweep" else main_capacity)(argv)
         if cmd == "vidur-compat":
             from vidur_fast.vidur_compat import main_compat
 

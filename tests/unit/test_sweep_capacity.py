@@ -1,0 +1,130 @@
+"""Capacity search: the bracketing/bisection rule, the Pareto frontier, and full runs."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_sweep_run import small_base
+
+from vidur_fast.sweep.pareto import pareto_mask
+from vidur_fast.sweep.run_capacity import run_capacity
+from vidur_fast.sweep.search import find_capacity
+from vidur_fast.sweep.slo import CapacitySettings
+
+SLO = {"ttft_p90": 0.15, "tbt_p99": 0.05, "scheduling_delay_p99": 0.1}
+
+
+def _settings(**kw):
+    return CapacitySettings(slo={"tbt_p99": 1.0}, **kw)
+
+
+@pytest.mark.parametrize("threshold,start", [(10.3, 1.0), (10.3, 64.0), (0.7, 1.0), (1.0, 1.0)])
+def test_search_brackets_then_bisects_to_the_tolerance(threshold, start):
+    s = _settings(start_qps=start, rel_tol=0.05)
+    res = find_capacity(lambda q: q <= threshold, s)
+    assert res.status == "ok"
+    assert threshold * (1 - 0.05) <= res.capacity_qps <= threshold
+    passed = [q for q, ok in res.probes if ok]
+    failed = [q for q, ok in res.probes if not ok]
+    assert max(passed) == res.capacity_qps and all(q > threshold for q in failed)
+    assert min(failed) - res.capacity_qps <= 0.05 * min(failed)
+    assert len(res.probes) == len(set(q for q, _ in res.probes))
+
+
+def test_search_edges():
+    assert find_capacity(lambda q: True, _settings(max_qps=100.0)).status == "capped"
+    assert find_capacity(lambda q: True, _settings(max_qps=100.0)).capacity_qps == 100.0
+    never = find_capacity(lambda q: False, _settings(min_qps=0.1))
+    assert (never.status, never.capacity_qps) == ("unreachable", 0.0)
+    assert never.probes[-1] == (0.1, False)
+    limited = find_capacity(lambda q: q < 1000, _settings(max_probes=3))
+    assert (limited.status, limited.capacity_qps, len(limited.probes)) == ("probe_limit", 4.0, 3)
+
+
+def test_pareto_mask():
+    latency = np.array([1.0, 2.0, 0.5, 3.0, np.nan, 2.0])
+    cost = np.array([5.0, 4.0, 9.0, 4.0, 1.0, 4.0])
+    # 3 is dominated by 1 (same cost, more latency); 4 has no latency; 1 and 5 tie
+    assert pareto_mask(latency, cost).tolist() == [True, True, True, False, False, True]
+
+
+def _capacity_file(tmp_path, cache_dir, **extra):
+    data = {
+        "base": small_base(cache_dir),
+        "grid": {"tp": [1, 2], "scheduler": ["vllm_v1", {"type": "sarathi", "chunk_size": 256}]},
+        "capacity": {"slo": SLO, "start_qps": 4, "rel_tol": 0.1, "max_qps": 1024, **extra},
+    }
+    path = tmp_path / "cap.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def inline_capacity(tmp_path_factory):
+    d = tmp_path_factory.mktemp("capacity")
+    cfg = _capacity_file(d, tmp_path_factory.mktemp("grids"))
+    return cfg, run_capacity(cfg, str(d / "out"), workers=1, quiet=True)
+
+
+def test_capacity_table_cost_and_frontier(inline_capacity):
+    _, res = inline_capacity
+    t = res.table
+    assert len(t) == 4 and (t["status"] == "ok").all()
+    assert t["cost_per_hour_usd"].tolist() == [6.98, 6.98, 13.96, 13.96]
+    assert np.allclose(t["qps_per_usd_hour"], t["capacity_qps"] / t["cost_per_hour_usd"])
+    for name, limit in SLO.items():
+        assert (t[name] <= limit).all()
+    assert t["pareto"].any()
+    for _, row in t.iterrows():  # the bracket closed within the tolerance
+        probes = res.probes[res.probes["deployment"] == row["deployment"]]
+        above = probes.loc[~probes["met"], "qps"]
+        assert probes.loc[probes["qps"] == row["capacity_qps"], "met"].item()
+        assert above.min() > row["capacity_qps"] >= above.min() * 0.9
+        assert len(probes) == row["num_probes"]
+    out = res.out_dir
+    assert (out / "pareto.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    pd.testing.assert_frame_equal(pd.read_parquet(out / "capacity.parquet"), t)
+    assert len(pd.read_csv(out / "probes.csv")) == len(res.probes)
+
+
+def test_capacity_resume_and_process_pool_equality(inline_capacity, tmp_path):
+    cfg, first = inline_capacity
+    again = run_capacity(cfg, str(first.out_dir), workers=1, quiet=True)
+    assert (again.n_run, again.n_skipped) == (0, 4)
+    pd.testing.assert_frame_equal(again.table, first.table)
+    pooled = run_capacity(cfg, str(tmp_path / "pool"), workers=2, quiet=True)
+    pd.testing.assert_frame_equal(pooled.table, first.table)
+    pd.testing.assert_frame_equal(pooled.probes, first.probes)
+
+
+def test_unservable_and_invalid_deployments_are_rows_not_crashes(tmp_path):
+    data = {
+        "base": small_base(tmp_path / "grids"),
+        "grid": {"tp": [3]},
+        "capacity": {"slo": {"ttft_p90": 1e-6}},
+    }
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(data))
+    t = run_capacity(str(path), str(tmp_path / "out"), workers=1, quiet=True).table
+    assert t["status"].tolist() == ["error"] and "cluster.tp" in t["error"].item()
+    data["grid"] = {"tp": [1]}
+    data["capacity"]["min_qps"] = 0.5
+    path.write_text(json.dumps(data))
+    t = run_capacity(str(path), str(tmp_path / "out2"), workers=1, quiet=True).table
+    assert t["status"].tolist() == ["unreachable"] and t["capacity_qps"].item() == 0.0
+    assert "ttft_p90" in t["error"].item() and not t["pareto"].item()
+
+
+def test_trace_workload_is_refused_up_front(tmp_path):
+    from vidur_fast.sweep.errors import SweepFileError
+
+    data = {
+        "base": {"workload": {"type": "trace", "path": "x.csv"}},
+        "capacity": {"slo": {"tbt_p99": 0.1}},
+    }
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(SweepFileError, match="base.workload.intervals"):
+        run_capacity(str(path), str(tmp_path / "out"), workers=1, quiet=True)
+    assert not (tmp_path / "out").exists()

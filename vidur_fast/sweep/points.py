@@ -1,0 +1,127 @@
+"""Grid expansion: the cross product of the grid lists applied to the base config.
+
+Each point gets an id, a hash of its resolved config (output settings excluded), so a rerun
+recognises finished points whatever their position in the grid.
+"""
+
+import dataclasses
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from vidur_fast.api import config_dict
+from vidur_fast.config import SimConfig
+from vidur_fast.errors import ConfigError
+from vidur_fast.sweep.convert import field_types, member_name, set_path, union_members
+from vidur_fast.sweep.spec import SweepSpec
+
+# Fields that never change what a simulation computes (where grids are cached neither).
+_NOT_HASHED = ("output", "quiet")
+_PREDICTOR_NOT_HASHED = ("cache_dir", "cache_mode")
+
+
+@dataclass(frozen=True)
+class Point:
+    """One grid point: its overrides and either a config or the error that prevented one."""
+
+    index: int
+    id: str
+    overrides: dict[str, Any]
+    """grid key -> value as written."""
+    config: SimConfig | None
+    error: str | None
+
+
+def config_id(cfg: SimConfig, extra: Any = None) -> str:
+    """16 hex digits identifying what cfg (plus optional extra data) computes."""
+    data = {k: v for k, v in config_dict(cfg).items() if k not in _NOT_HASHED}
+    data["predictor"] = {
+        k: v for k, v in data["predictor"].items() if k not in _PREDICTOR_NOT_HASHED
+    }
+    blob = json.dumps([data, extra], sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _overrides_id(overrides: dict) -> str:
+    blob = json.dumps(["unresolved", overrides], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def apply_overrides(base: SimConfig, grid: dict, overrides: dict) -> SimConfig:
+    """base with each grid override applied, shorter paths first (a union member is chosen
+    before its knobs are set)."""
+    cfg = base
+    order = sorted(overrides, key=lambda k: grid[k][0].count("."))
+    for key in order:
+        path = grid[key][0]
+        cfg = set_path(cfg, path.split("."), overrides[key], path)
+    return cfg
+
+
+def expand(spec: SweepSpec) -> list[Point]:
+    """All points of spec's grid in row-major order (the first grid key varies slowest)."""
+    keys = list(spec.grid)
+    points = []
+    for i, combo in enumerate(itertools.product(*(spec.grid[k][1] for k in keys))):
+        overrides = dict(zip(keys, combo, strict=True))
+        try:
+            cfg = apply_overrides(spec.base, spec.grid, overrides)
+        except ConfigError as exc:
+            points.append(Point(i, _overrides_id(overrides), overrides, None, str(exc)))
+            continue
+        points.append(Point(i, config_id(cfg), overrides, cfg, None))
+    return points
+
+
+# ---- labels ----
+
+
+def member_label(obj: Any) -> str:
+    """`name` or `name(field=value, ...)` listing the fields that differ from the defaults."""
+    cls = type(obj)
+    changed = []
+    for f in dataclasses.fields(cls):
+        value = getattr(obj, f.name)
+        default = f.default
+        if default is dataclasses.MISSING and f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        if value != default:
+            shown = member_label(value) if dataclasses.is_dataclass(value) else value
+            changed.append(f"{f.name}={shown}")
+    return f"{cls.__name__}({', '.join(changed)})" if changed else cls.__name__
+
+
+def _union_label(owner: type, field: str, obj: Any) -> str:
+    members = union_members(field_types(owner)[field])
+    label = member_label(obj)
+    if members:
+        return member_name(members, obj) + label[len(type(obj).__name__) :]
+    return label
+
+
+def describe(cfg: SimConfig) -> dict[str, Any]:
+    """Columns that identify a deployment and load in a results table."""
+    c = cfg.cluster
+    intervals = getattr(cfg.workload, "intervals", None)
+    return {
+        "model": c.model,
+        "device": c.device,
+        "node": c.node,
+        "tp": c.tp,
+        "pp": c.pp,
+        "num_replicas": c.num_replicas,
+        "scheduler": _union_label(SimConfig, "scheduler", cfg.scheduler),
+        "router": _union_label(SimConfig, "router", cfg.router),
+        "workload": _union_label(SimConfig, "workload", cfg.workload).split("(")[0],
+        "qps": getattr(intervals, "qps", None),
+        "seed": cfg.seed,
+    }
+
+
+def grid_value_label(value: Any) -> Any:
+    """A grid value as a table cell: scalars as they are, mappings as compact JSON."""
+    if isinstance(value, dict | list):
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return value

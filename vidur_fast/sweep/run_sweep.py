@@ -1,0 +1,129 @@
+"""`vidur-fast sweep`: run every grid point (resuming a previous run) and tabulate them."""
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from tqdm import tqdm
+
+from vidur_fast.sweep.chunking import make_chunks
+from vidur_fast.sweep.executors import make_executor
+from vidur_fast.sweep.points import Point, describe, expand, grid_value_label
+from vidur_fast.sweep.spec import SweepSpec, load_spec
+from vidur_fast.sweep.store import ResultLog, prepare_dir, write_table
+from vidur_fast.sweep.worker import error_text, run_chunk
+
+DESCRIBED_PATHS = {
+    "cluster.model",
+    "cluster.device",
+    "cluster.node",
+    "cluster.tp",
+    "cluster.pp",
+    "cluster.num_replicas",
+    "scheduler",
+    "router",
+    "workload",
+    "workload.intervals.qps",
+    "seed",
+}
+
+
+@dataclass(frozen=True)
+class SweepOutcome:
+    """What a sweep run did."""
+
+    out_dir: Path
+    table: pd.DataFrame
+    n_run: int
+    n_skipped: int
+
+
+def point_columns(spec: SweepSpec, point: Point) -> dict[str, Any]:
+    """Identifying columns of a point: index, id, deployment/load description, and the grid
+    keys the description does not already show."""
+    row: dict[str, Any] = {"point": point.index, "point_id": point.id}
+    desc = describe(point.config if point.config is not None else spec.base)
+    if point.config is None:  # show what the grid asked for where the description has a slot
+        names = {"workload.intervals.qps": "qps", "cluster.num_replicas": "num_replicas"}
+        for key, value in point.overrides.items():
+            path = spec.grid[key][0]
+            if path in DESCRIBED_PATHS:
+                desc[names.get(path, path.split(".")[-1])] = grid_value_label(value)
+    row.update(desc)
+    for key, value in point.overrides.items():
+        if spec.grid[key][0] not in DESCRIBED_PATHS:
+            row[spec.grid[key][0]] = grid_value_label(value)
+    return row
+
+
+def build_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    df = pd.DataFrame(rows)
+    for col in df.columns:  # parquet needs one type per column
+        if df[col].dtype == object:
+            kinds = {type(v) for v in df[col] if v is not None and v == v}
+            if len(kinds) > 1:
+                df[col] = [None if v is None else str(v) for v in df[col]]
+    return df
+
+
+def run_sweep(
+    config_path: str,
+    out: str | None = None,
+    *,
+    executor: str = "local",
+    workers: int | None = None,
+    ray_address: str | None = None,
+    retry_errors: bool = False,
+    quiet: bool = False,
+) -> SweepOutcome:
+    """Run the sweep file's grid into out (default runs/sweep-<file stem>); see docs/sweeps.md."""
+    spec = load_spec(config_path)
+    points = expand(spec)
+    out = out or f"runs/sweep-{Path(config_path).stem}"
+    pool = make_executor(executor, workers, ray_address)  # before any file is written
+    try:
+        out_dir = prepare_dir(out, "sweep", {"source": str(config_path), "points": len(points)})
+        log = ResultLog(out_dir / "points.jsonl")
+        try:
+            n_run, n_skipped = _run_points(points, log, pool, retry_errors, quiet)
+            rows = [{**point_columns(spec, p), **log.entries[p.id]} for p in points]
+        finally:
+            log.close()
+    finally:
+        pool.close()
+    table = build_table(rows)
+    write_table(table, out_dir, "results")
+    if not quiet:
+        n_err = int((table["status"] != "ok").sum())
+        print(
+            f"sweep: {len(points)} points ({n_run} run, {n_skipped} already done, "
+            f"{n_err} with errors) -> {out_dir / 'results.parquet'}",
+            file=sys.stderr,
+        )
+    return SweepOutcome(out_dir, table, n_run, n_skipped)
+
+
+def _run_points(points, log: ResultLog, pool, retry_errors: bool, quiet: bool):
+    todo, n_skipped = [], 0
+    for p in points:
+        done = log.entries.get(p.id)
+        if done is not None and (done.get("status") == "ok" or not retry_errors):
+            n_skipped += 1
+        elif p.config is None:
+            log.add(p.id, {"status": "error", "error": p.error})
+        else:
+            todo.append(p)
+    unique = list({p.id: (p.id, p.config) for p in todo}.values())  # same config twice: once
+    with tqdm(total=len(unique), disable=quiet, file=sys.stderr, desc="sweep") as bar:
+        for chunk, results, exc in pool.imap(run_chunk, make_chunks(unique, pool.workers)):
+            if exc is not None:
+                results = [
+                    (pid, {"status": "error", "error": f"worker failed: {error_text(exc)}"})
+                    for pid, _ in chunk
+                ]
+            for pid, row in results:
+                log.add(pid, row)
+            bar.update(len(chunk))
+    return len(unique), n_skipped

@@ -1,0 +1,109 @@
+"""The sweep file: a `base` config fragment, a `grid` of field paths -> value lists, and an
+optional `capacity` section. Loading checks everything that does not depend on a point."""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from vidur_fast.config import SimConfig
+from vidur_fast.errors import ConfigError
+from vidur_fast.sweep.convert import build_dataclass, check_path
+from vidur_fast.sweep.errors import SweepFileError
+
+TOP_KEYS = ("base", "grid", "capacity")
+
+# Short grid keys for the usual deployment axes.
+ALIASES = {
+    "model": "cluster.model",
+    "device": "cluster.device",
+    "node": "cluster.node",
+    "tp": "cluster.tp",
+    "pp": "cluster.pp",
+    "num_replicas": "cluster.num_replicas",
+    "replicas": "cluster.num_replicas",
+    "qps": "workload.intervals.qps",
+}
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """A loaded sweep file."""
+
+    source: str
+    """Path of the file it came from."""
+    base_data: dict
+    """The `base` section as written."""
+    base: SimConfig
+    """The base config every point starts from."""
+    grid: dict[str, tuple[str, list]]
+    """grid key as written -> (canonical dotted field path, values), in file order."""
+    capacity: dict | None
+    """The `capacity` section as written (checked by the capacity command)."""
+
+
+def read_mapping(path: str) -> dict:
+    """Parse a YAML or JSON file whose top level must be a mapping."""
+    p = Path(path)
+    if not p.is_file():
+        raise SweepFileError(f"sweep file: {path} does not exist")
+    text = p.read_text()
+    try:
+        data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SweepFileError(
+            f"sweep file: {path} is not valid {p.suffix[1:] or 'YAML'}: {first}"
+        ) from None
+    if not isinstance(data, dict):
+        raise SweepFileError(
+            f"sweep file: {path} must hold a mapping with keys {', '.join(TOP_KEYS)}"
+        )
+    return data
+
+
+def _canonical_grid(grid: Any) -> dict[str, tuple[str, list]]:
+    if grid is None:
+        return {}
+    if not isinstance(grid, dict):
+        raise SweepFileError("grid: must be a mapping of field path -> list of values")
+    out: dict[str, tuple[str, list]] = {}
+    owner: dict[str, str] = {}
+    for key, values in grid.items():
+        if not isinstance(key, str) or not key:
+            raise SweepFileError(f"grid: keys must be field paths (got {key!r})")
+        path = ALIASES.get(key, key)
+        if path in owner:
+            raise SweepFileError(f"grid.{key}: names the same field as grid.{owner[path]}")
+        if not isinstance(values, list):
+            raise SweepFileError(f"grid.{key}: must be a list of values (got {values!r})")
+        if not values:
+            raise SweepFileError(f"grid.{key}: empty list; give at least one value")
+        try:
+            check_path(SimConfig, path.split("."), f"grid.{key}")
+        except ConfigError as exc:
+            raise SweepFileError(str(exc)) from None
+        owner[path] = key
+        out[key] = (path, values)
+    return out
+
+
+def load_spec(path: str) -> SweepSpec:
+    """Read and check a sweep file; raise SweepFileError/ConfigError naming the bad key."""
+    data = read_mapping(path)
+    for key in data:
+        if key not in TOP_KEYS:
+            raise SweepFileError(f"{key}: unknown top-level key; allowed: {', '.join(TOP_KEYS)}")
+    base_data = data.get("base") or {}
+    if not isinstance(base_data, dict):
+        raise SweepFileError("base: must be a mapping of SimConfig fields")
+    try:
+        base = build_dataclass(SimConfig, base_data, "base")
+    except ConfigError as exc:
+        raise SweepFileError(str(exc)) from None
+    capacity = data.get("capacity")
+    if capacity is not None and not isinstance(capacity, dict):
+        raise SweepFileError("capacity: must be a mapping (slo, start_qps, ...)")
+    return SweepSpec(path, base_data, base, _canonical_grid(data.get("grid")), capacity)

@@ -1,0 +1,156 @@
+"""Code that runs inside executor worker processes: simulate configs, flatten summaries.
+
+A worker process keeps the timing models it has built or loaded (a small LRU keyed by model,
+device, node, TP, PP, predictor), so the many points of a chunk pay for grids once; Numba
+kernels load from their cache once per process as well.
+"""
+
+import dataclasses
+import traceback
+from collections import OrderedDict
+from typing import Any
+
+from vidur_fast.api import simulate
+from vidur_fast.catalog import get_device
+from vidur_fast.config import SimConfig
+from vidur_fast.errors import UserError
+from vidur_fast.sweep.search import find_capacity
+from vidur_fast.sweep.slo import meets_slo, slo_column
+
+_TIMING_CACHE_SIZE = 8
+
+
+class _LruCache(OrderedDict):
+    """A MutableMapping that forgets its least recently used entries beyond maxsize."""
+
+    def __init__(self, maxsize: int):
+        super().__init__()
+        self.maxsize = maxsize
+
+    def get(self, key, default=None):
+        if key in self:
+            self.move_to_end(key)
+            return self[key]
+        return default
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        self.move_to_end(key)
+        while len(self) > self.maxsize:
+            self.popitem(last=False)
+
+
+# Per process, deliberately: worker processes are reused across chunks.
+_TIMING_CACHE = _LruCache(_TIMING_CACHE_SIZE)
+
+
+def flatten(d: dict, prefix: str = "") -> dict[str, Any]:
+    """{"tbt": {"p99": x}} -> {"tbt_p99": x}."""
+    out = {}
+    for key, value in d.items():
+        name = f"{prefix}_{key}" if prefix else str(key)
+        if isinstance(value, dict):
+            out.update(flatten(value, name))
+        else:
+            out[name] = value
+    return out
+
+
+def cost_per_hour_usd(cfg: SimConfig) -> float:
+    """Price of the deployment's GPUs: replicas x tp x pp x device price per GPU-hour."""
+    c = cfg.cluster
+    return c.num_replicas * c.tp * c.pp * get_device(c.device).price_per_hour_usd
+
+
+def error_text(exc: BaseException) -> str:
+    """One line: the message of a user error, or type and message of anything else."""
+    if isinstance(exc, UserError):
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return msg
+    lines = traceback.format_exception_only(type(exc), exc)
+    return lines[-1].strip() if lines else type(exc).__name__
+
+
+def run_config(cfg: SimConfig) -> dict[str, Any]:
+    """Simulate cfg; return {"status": "ok", metrics...} or {"status": "error", "error": ...}."""
+    try:
+        result = simulate(cfg, timing_cache=_TIMING_CACHE)
+        summary = dict(result.summary)
+        row = {"status": "ok", "error": None, "sim_status": summary.pop("status")}
+        row["cost_per_hour_usd"] = cost_per_hour_usd(cfg)
+        row.update(flatten(summary))
+        return row
+    except Exception as exc:  # a failing point is recorded; the sweep goes on
+        return {"status": "error", "error": error_text(exc)}
+
+
+def run_chunk(chunk: list[tuple[str, SimConfig]]) -> list[tuple[str, dict[str, Any]]]:
+    """Run a chunk of (point id, config) in this process, in order."""
+    return [(pid, run_config(cfg)) for pid, cfg in chunk]
+
+
+# ---- capacity search ----
+
+
+def with_qps(cfg: SimConfig, qps: float) -> SimConfig:
+    """cfg with its workload's arrival rate set to qps."""
+    intervals = dataclasses.replace(cfg.workload.intervals, qps=float(qps))
+    return dataclasses.replace(cfg, workload=dataclasses.replace(cfg.workload, intervals=intervals))
+
+
+def search_deployment(task: tuple) -> tuple[str, dict[str, Any]]:
+    """Capacity search of one deployment: (id, config, CapacitySettings) -> (id, result)."""
+    dep_id, cfg, settings = task
+    rows: dict[float, dict] = {}
+    failure: list[str] = []
+
+    def meets(qps: float) -> bool:
+        row = run_config(with_qps(cfg, qps))
+        ok, why = meets_slo(row, settings.slo)
+        rows[qps] = {**row, "met": ok, "why": why}
+        if row["status"] != "ok":
+            failure.append(row["error"])
+            raise _Abort
+        return ok
+
+    try:
+        found = find_capacity(meets, settings)
+    except _Abort:
+        return dep_id, {"status": "error", "error": failure[0], "probes": _probe_rows(rows)}
+    best = rows.get(found.capacity_qps) if found.capacity_qps > 0 else None
+    result = {"status": found.status, "error": None, "capacity_qps": found.capacity_qps}
+    result["num_probes"] = len(found.probes)
+    if best is None:  # nothing met the SLOs: say why at the lowest rate tried
+        result["error"] = rows[min(rows)]["why"]
+    for name in settings.slo | {settings.pareto_metric: 0}:
+        result[name] = best.get(slo_column(name)) if best else None
+    for col in _CAPACITY_EXTRA:
+        result[col] = best.get(col) if best else None
+    result["probes"] = _probe_rows(rows)
+    return dep_id, result
+
+
+class _Abort(Exception):
+    """A probe failed for a reason other than the SLOs (bad config): stop this search."""
+
+
+_CAPACITY_EXTRA = (
+    "throughput_requests_per_s",
+    "throughput_output_tokens_per_s",
+    "kv_usage_mean",
+    "busy_fraction_mean",
+    "num_preemptions",
+)
+_PROBE_COLUMNS = (
+    "met",
+    "why",
+    "prefill_e2e_time_p90",
+    "tbt_p99",
+    "request_scheduling_delay_p99",
+    "request_e2e_time_p90",
+    "throughput_requests_per_s",
+)
+
+
+def _probe_rows(rows: dict[float, dict]) -> list[dict]:
+    return [{"qps": q, **{c: r.get(c) for c in _PROBE_COLUMNS}} for q, r in rows.items()]
