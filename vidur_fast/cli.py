@@ -1,6 +1,9 @@
 """`vidur-fast` command line: simulate (default), profiles {list,build,show}."""
 
+import contextlib
 import datetime
+import io
+import re
 import sys
 from dataclasses import dataclass, field, replace
 
@@ -16,17 +19,46 @@ def _die(msg: str) -> None:
     raise SystemExit(2)
 
 
+_BOX_CHARS = "│╭╮╰╯─━┃┏┓┗┛ "
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _parse_error_line(text: str) -> str:
+    """One line out of tyro's boxed parse error: the first paragraph of the box body."""
+    rows = [_ANSI.sub("", line).strip(_BOX_CHARS) for line in text.splitlines()]
+    body: list[str] = []
+    for row in rows[1:]:  # rows[0] is the box title
+        rule = not row or set(row) <= set("-─━ ") or row.startswith("For full helptext")
+        if rule:  # a blank line or a horizontal rule ends the first paragraph
+            if body:
+                break
+            continue
+        body.append(row)
+    title = next((r for r in rows if r), "invalid command line")
+    line = " ".join(body) or title
+    return " ".join(line.split())
+
+
+def parse_cli(spec, argv: list[str], prog: str):
+    """tyro.cli, but a parse error becomes one `error:` line and exit code 2."""
+    buf = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(buf):
+            return tyro.cli(spec, args=argv, prog=prog)
+    except SystemExit as exc:
+        if exc.code in (0, None):
+            sys.stderr.write(buf.getvalue())
+            raise
+        _die(_parse_error_line(buf.getvalue()))
+
+
 def cmd_simulate(argv: list[str]) -> int:
     from vidur_fast.api import simulate
     from vidur_fast.config import SimConfig
     from vidur_fast.outputs.writer import check_output_dir, write_run
     from vidur_fast.report_table import format_summary
 
-    cfg = tyro.cli(
-        SimConfig,
-        args=argv,
-        prog="vidur-fast simulate",
-    )
+    cfg = parse_cli(SimConfig, argv, "vidur-fast simulate")
     if cfg.output.dir is None:
         stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S-%f")
         cfg = replace(cfg, output=replace(cfg.output, dir=f"runs/{stamp}"))
@@ -77,12 +109,12 @@ def cmd_profiles(argv: list[str]) -> int:
     from typing import Annotated
 
     build_t, show_t = _profiles_types()
-    sub = tyro.cli(
+    sub = parse_cli(
         Annotated[ProfilesList, tyro.conf.subcommand("list")]
         | Annotated[build_t, tyro.conf.subcommand("build")]
         | Annotated[show_t, tyro.conf.subcommand("show")],
-        args=argv,
-        prog="vidur-fast profiles",
+        argv,
+        "vidur-fast profiles",
     )
     from vidur_fast.profiles_cmd import profiles_build, profiles_list, profiles_show
 
@@ -110,8 +142,10 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_profiles(argv)
     except UserError as exc:
         _die(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    except MemoryError:
+        _die("out of memory: the workload or cluster is too large for this machine")
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print("interrupted (no run directory written)", file=sys.stderr)
         return 130
     return 0
 
