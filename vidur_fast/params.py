@@ -26,9 +26,11 @@ from vidur_fast.kernels.state import SchedParams
 REJECT_NONE = 0
 REJECT_KV_CAPACITY = 1  # needs more KV blocks than the replica has
 REJECT_MAX_LEN = 2  # longer than the scheduler's per-request token bound
+REJECT_BATCH_TOKENS = 3  # prompt longer than a whole prefill batch may be (vllm v0)
 REJECT_REASONS = {
     REJECT_KV_CAPACITY: "needs more KV blocks than a replica has",
     REJECT_MAX_LEN: "longer than the per-request token bound (max_model_len / max_tokens)",
+    REJECT_BATCH_TOKENS: "prompt longer than scheduler.max_tokens_in_batch",
 }
 
 
@@ -215,6 +217,9 @@ def rejection_codes(prompt: np.ndarray, decode: np.ndarray, setup: EngineSetup) 
     else:
         too_big = np.zeros_like(out, dtype=bool)
     out[(out == 0) & too_big] = REJECT_KV_CAPACITY
+    if p.policy == SchedPolicy.VLLM:
+        # NOTE(vllm): v0 ignores prompts over max_num_batched_tokens; they would wait forever
+        out[(out == 0) & (prompt > p.max_tokens_in_batch)] = REJECT_BATCH_TOKENS
     return out
 
 
