@@ -431,12 +431,21 @@ def test_bad_input_one_line_exit_2_no_run_dir(case, dirs, capsys):
     assert not leftovers
 
 
-def test_matrix_size():
+def test_matrix_size(request):
     # the matrix must keep covering every input family
     ids = [c.id for c in CASES]
     assert len(ids) == len(set(ids))
-    print(f"\nbad-input matrix: {len(CASES)} cases")
     assert len(CASES) >= 40
+    tr = request.config.pluginmanager.get_plugin("terminalreporter")
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    if tr is not None and capture is not None:
+        with capture.global_and_fixture_disabled():
+            tr.write_line(
+                f"\nbad-input matrix: {len(CASES)} CLI cases (config {len(CONFIG_CASES)}, "
+                f"trace {len(TRACE_CASES)}, profile/model {len(PROFILE_CASES)}, "
+                f"output/cache {len(OUTPUT_AND_CACHE_CASES)}) + {len(CORRUPTIONS_REQUIRE)} "
+                f"corrupt-cache + {len(SUBPROCESS_IDS)} subprocess runs"
+            )
     for family in (CONFIG_CASES, TRACE_CASES, PROFILE_CASES, OUTPUT_AND_CACHE_CASES):
         assert len(family) >= 4
 
@@ -459,7 +468,10 @@ def built_cache(tmp_path):
     return cache, Path(meta["cache_path"])
 
 
-@pytest.mark.parametrize("what", ["npz_truncated", "npz_bitflip", "sidecar_garbage"])
+CORRUPTIONS_REQUIRE = ("npz_truncated", "npz_bitflip", "sidecar_garbage")
+
+
+@pytest.mark.parametrize("what", CORRUPTIONS_REQUIRE)
 def test_corrupt_cache_with_require_is_one_line(what, built_cache, tmp_path, capsys):
     cache, npz = built_cache
     side = npz.with_suffix(".json")

@@ -27,7 +27,7 @@ from vidur_fast.engine.memory import MemoryPlan
 from vidur_fast.engine.run import run_engine
 from vidur_fast.params import REJECT_REASONS, EngineSetup, rejection_codes
 
-EXAMPLES = {"default": 200, "ci": 1000, "nojit": 15}
+EXAMPLES = {"default": 200, "ci": 1000, "nojit": 100}
 _COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 for _name, _n in EXAMPLES.items():
     settings.register_profile(f"invariants-{_name}", max_examples=_n, **_COMMON)
