@@ -204,3 +204,27 @@ def _fixed_v1(num_blocks):
 
     p = params(SchedPolicy.VLLM_V1, num_blocks=num_blocks)
     return p, EngineSetup(p, MemoryPlan(0, 0, 0, num_blocks, 0, 0), 16, 0), None
+
+
+def test_a_livelocked_engine_raises_instead_of_hanging(monkeypatch):
+    import vidur_fast.engine.run as engine_run
+
+    monkeypatch.setattr(engine_run.loop, "run_nb", lambda *a: engine_run.loop.MAX_STEPS)
+    p, setup, _ = _fixed_v1(num_blocks=10)
+    with pytest.raises(RuntimeError, match="no progress"):
+        _run(p, setup, (np.zeros(1), np.array([5]), np.array([2]), np.zeros(1)))
+
+
+@pytest.mark.parametrize("policy", [SchedPolicy.SARATHI, SchedPolicy.VLLM], ids=["sarathi", "vllm"])
+def test_restart_grown_into_the_watermark_still_completes(policy):
+    # found by the ci profile: the 282-token request is preempted after its prefill; its
+    # recomputed prompt (prompt + generated) then needs more than num_blocks - watermark
+    from tests.scenario.engine_harness import params
+
+    p = params(policy, num_blocks=78, block_size=4, batch_cap=1, chunk=1, watermark=7)
+    p = p._replace(max_tokens_in_batch=282)
+    setup = EngineSetup(p, MemoryPlan(0, 0, 0, 78, 0, 0), 4, 0)
+    prompt, decode = np.array([1] * 8 + [282, 1]), np.array([1] * 8 + [29, 1])
+    out, rejected = _run(p, setup, (np.zeros(10), prompt, decode, np.zeros(10)))
+    check_invariants(p, out, rejected, prompt, decode)
+    assert out.reqs.restarts[8] == 1
