@@ -221,7 +221,7 @@ def test_a_livelocked_engine_raises_instead_of_hanging(monkeypatch):
 
 @pytest.mark.parametrize("policy", [SchedPolicy.SARATHI, SchedPolicy.VLLM], ids=["sarathi", "vllm"])
 def test_restart_grown_into_the_watermark_still_completes(policy):
-    # found by the ci profile: the 282-token request is preempted after its prefill; its
+    # the 282-token request is preempted after its prefill; its
     # recomputed prompt (prompt + generated) then needs more than num_blocks - watermark
     from tests.scenario.engine_harness import params
 
