@@ -73,7 +73,7 @@ def release_nb(reps, reqs, r, i, now_ns):
 @njit(cache=True, nogil=True)
 def can_allocate_request_nb(reps, reqs, p, r, i):
     """Vidur vLLM/Sarathi admission test: a new request needs its whole prompt above the
-    watermark; an admitted one needs at least one free block.
+    watermark (or, on an empty replica, just to fit); an admitted one needs one free block.
 
     Mutates: nothing.
     Returns: bool.
@@ -81,6 +81,10 @@ def can_allocate_request_nb(reps, reqs, p, r, i):
     free = p.num_blocks - reps.alloc_blocks[r]
     if reqs.blocks[i] == 0:
         need = _ceil_div_nb(reqs.prompt[i], p.block_size)
+        if reps.alloc_blocks[r] == 0:
+            # NOTE(fix): a restart can grow a prompt into the watermark; an empty replica still
+            # admits it, else it would wait forever (Vidur hangs here)
+            return need <= p.num_blocks
         return free - need >= p.watermark_blocks
     return free >= 1
 

@@ -269,6 +269,8 @@ def run_nb(reqs, reps, log, hist, lstate, rstate, grids, tp, p, u_route, limit_n
                 return BROKEN
             lstate[LS_DONE] += d
         reps.wake[r] = NEVER
+        # preemptions of steps that formed no batch are logged with the next batch formed
+        pre_logged = reps.preemptions[r]
         while reps.inflight[r] < p.pp and log.n[0] < log_cap:
             s_new = NO_ID
             for s in range(p.pp):
@@ -284,7 +286,8 @@ def run_nb(reqs, reps, log, hist, lstate, rstate, grids, tp, p, u_route, limit_n
                     continue
                 break
             _launch_batch_nb(reps, reqs, log, grids, tp, p, r, s_new, t_rep)
-            log.preempted[log.n[0] - 1] = reps.preemptions[r] - pre0
+            log.preempted[log.n[0] - 1] = reps.preemptions[r] - pre_logged
+            pre_logged = reps.preemptions[r]
         if reps.inflight[r] < p.pp and log.n[0] >= log_cap:
             # resume scheduling this replica after the flush
             reps.wake[r] = t_rep

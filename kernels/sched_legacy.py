@@ -145,7 +145,9 @@ def schedule_vllm_nb(reps, reqs, p, r, s, now_ns):
         nxt = reqs.prompt[i] - reqs.processed[i]
         m = max_len if max_len > nxt else nxt
         if (reps.bat_n[r, s] + 1) * m > p.max_tokens_in_batch:
-            break
+            # a restart can grow a prompt past the bound: it then runs alone instead of never
+            if reps.bat_n[r, s] > 0 or reqs.restarts[i] == 0:
+                break
         if reps.alloc_reqs[r] >= p.batch_cap:
             break
         if reps.bat_n[r, s] >= p.max_micro_batch:

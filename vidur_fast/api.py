@@ -1,5 +1,6 @@
 """Python API: simulate(config) -> Result. No global state; same config -> same result."""
 
+import math
 import time
 from collections.abc import MutableMapping
 from dataclasses import asdict, dataclass, field
@@ -20,7 +21,7 @@ from vidur_fast.kernels.timing import (
 )
 from vidur_fast.metrics.requests import request_metrics
 from vidur_fast.metrics.summary import build_summary
-from vidur_fast.params import build_setup, rejection_codes
+from vidur_fast.params import build_setup, check_strict, rejection_codes
 from vidur_fast.timing.build import build_timing
 from vidur_fast.timing.config import validate_predictor
 from vidur_fast.workload.build import build_workload
@@ -76,11 +77,14 @@ def simulate(
     device = get_device(cfg.cluster.device)
     node = get_node(cfg.cluster.node or default_node_for(device.name))
     setup = build_setup(cfg, model, device)
-    if cfg.time_limit_s < 0:
+    if not (math.isfinite(cfg.time_limit_s) and cfg.time_limit_s >= 0):
         from vidur_fast.errors import ConfigError
 
-        raise ConfigError(f"time_limit_s: must be >= 0 (got {cfg.time_limit_s})")
+        raise ConfigError(f"time_limit_s: must be a finite number >= 0 (got {cfg.time_limit_s})")
     wl = build_workload(cfg.workload, cfg.seed, block_size=setup.block_size)
+    rejected = rejection_codes(wl.prompt_tokens, wl.decode_tokens, setup)
+    if cfg.strict:
+        check_strict(rejected, wl.prompt_tokens, wl.decode_tokens, wl.source_row)
     phases["workload_s"] = time.perf_counter() - t
     t = time.perf_counter()
     timing_key = (model, device, node, cfg.cluster.tp, cfg.cluster.pp, cfg.predictor)
@@ -100,7 +104,6 @@ def simulate(
         if timing_cache is not None:
             timing_cache[timing_key] = timing
     phases["timing_s"] = time.perf_counter() - t
-    rejected = rejection_codes(wl.prompt_tokens, wl.decode_tokens, setup)
     # one Generator per purpose, seeded from the config seed
     u_route = np.random.default_rng([cfg.seed, 1]).random(len(wl))
     grids = timing.grids._replace(counters=np.zeros_like(timing.grids.counters))

@@ -109,8 +109,10 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_profiles(argv)
     except UserError as exc:
         _die(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    except MemoryError:
+        _die("out of memory: the workload or cluster is too large for this machine")
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print("interrupted (no run directory written)", file=sys.stderr)
         return 130
     return 0
 

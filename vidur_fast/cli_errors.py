@@ -7,17 +7,18 @@ import sys
 
 from vidur_fast.errors import ConfigError
 
-_BORDER = "│╭╮╰╯"
+_BORDER = "│╭╮╰╯┃┏┓┗┛"
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def _first_section(text: str) -> str:
     """The first paragraph inside a parser error panel, as one line."""
     lines = []
-    for raw in text.splitlines():
+    for raw in _ANSI.sub("", text).splitlines():
         line = raw.strip().strip(_BORDER).strip()
-        if raw.lstrip().startswith(("╭", "╰")):
+        if raw.lstrip().startswith(("╭", "╰", "┏", "┗")):
             continue
-        if not line or set(line) <= set("─ "):
+        if not line or set(line) <= set("-─━ ") or line.startswith("For full helptext"):
             if lines:
                 break
             continue

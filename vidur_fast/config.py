@@ -226,3 +226,6 @@ class SimConfig:
     """Stop simulating after this much simulated time (0 = run to completion)."""
     quiet: bool = False
     """No progress bar or summary table."""
+    strict: bool = False
+    """Fail up front when a request can never run (longer than the KV cache or the per-request
+    token bound) instead of rejecting it and counting it in num_rejected."""

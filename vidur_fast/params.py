@@ -27,9 +27,11 @@ from vidur_fast.kernels.state import SchedParams
 REJECT_NONE = 0
 REJECT_KV_CAPACITY = 1  # needs more KV blocks than the replica has
 REJECT_MAX_LEN = 2  # longer than the scheduler's per-request token bound
+REJECT_BATCH_TOKENS = 3  # prompt longer than a whole prefill batch may be (vllm v0)
 REJECT_REASONS = {
     REJECT_KV_CAPACITY: "needs more KV blocks than a replica has",
     REJECT_MAX_LEN: "longer than the per-request token bound (max_model_len / max_tokens)",
+    REJECT_BATCH_TOKENS: "prompt longer than scheduler.max_tokens_in_batch",
 }
 
 
@@ -39,6 +41,28 @@ class EngineSetup:
     plan: MemoryPlan
     block_size: int
     max_seq_len: int  # per-request bound on prompt + output (0 = none)
+
+
+# Per-replica state is O(replicas x pp x batch cap); bound it so a typo fails fast instead of
+# exhausting memory.
+MAX_REPLICAS = 1 << 16
+MAX_BATCH_CAP = 1 << 20
+MAX_STATE_CELLS = 1 << 27
+
+
+def _at_most(path: str, value: int, high: int) -> None:
+    if value is not None and value > high:
+        raise ConfigError(f"{path}: must be <= {high} (got {value})")
+
+
+def _check_state_size(c, cap_path: str, cap: int) -> None:
+    _at_most(cap_path, cap, MAX_BATCH_CAP)
+    cells = c.num_replicas * c.pp * (2 * cap + 2)
+    if cells > MAX_STATE_CELLS:
+        raise ConfigError(
+            f"{cap_path}: cluster.num_replicas x pp x {cap_path.split('.')[-1]} needs {cells} "
+            f"batch slots, more than {MAX_STATE_CELLS}"
+        )
 
 
 def _positive(path: str, value, allow_none: bool = False) -> None:
@@ -65,6 +89,7 @@ def build_setup(cfg: SimConfig, model: ModelSpec, device: DeviceSpec) -> EngineS
     """Validate the scheduler/cluster fields and derive kernel parameters."""
     c = cfg.cluster
     _positive("cluster.num_replicas", c.num_replicas)
+    _at_most("cluster.num_replicas", c.num_replicas, MAX_REPLICAS)
     if not 0.0 <= c.memory_margin_fraction < 1.0:
         raise ConfigError(
             f"cluster.memory_margin_fraction: must be in [0, 1) (got {c.memory_margin_fraction})"
@@ -81,6 +106,7 @@ def build_setup(cfg: SimConfig, model: ModelSpec, device: DeviceSpec) -> EngineS
                 raise ConfigError("cluster.pp: the vllm_v1 scheduler supports pp = 1 only")
             _positive("scheduler.max_num_batched_tokens", s.max_num_batched_tokens)
             _positive("scheduler.max_num_seqs", s.max_num_seqs)
+            _check_state_size(c, "scheduler.max_num_seqs", s.max_num_seqs)
             if s.long_prefill_token_threshold < 0:
                 raise ConfigError(
                     "scheduler.long_prefill_token_threshold: must be >= 0 "
@@ -118,6 +144,7 @@ def build_setup(cfg: SimConfig, model: ModelSpec, device: DeviceSpec) -> EngineS
             SarathiScheduler() | VllmV0Scheduler() | OrcaScheduler() | FasterTransformerScheduler()
         ):
             _positive("scheduler.batch_size_cap", s.batch_size_cap)
+            _check_state_size(c, "scheduler.batch_size_cap", s.batch_size_cap)
             _positive("scheduler.max_tokens", s.max_tokens)
             if s.batch_size_cap < c.pp:
                 raise ConfigError(
@@ -241,4 +268,22 @@ def rejection_codes(prompt: np.ndarray, decode: np.ndarray, setup: EngineSetup) 
     else:
         too_big = np.zeros_like(out, dtype=bool)
     out[(out == 0) & too_big] = REJECT_KV_CAPACITY
+    if p.policy == SchedPolicy.VLLM:
+        # NOTE(vllm): v0 ignores prompts over max_num_batched_tokens; they would wait forever
+        out[(out == 0) & (prompt > p.max_tokens_in_batch)] = REJECT_BATCH_TOKENS
     return out
+
+
+def check_strict(
+    rejected: np.ndarray, prompt: np.ndarray, decode: np.ndarray, source_row: np.ndarray
+) -> None:
+    """Strict mode: raise ConfigError naming how many requests can never run and the first."""
+    bad = np.flatnonzero(rejected)
+    if bad.size == 0:
+        return
+    i = int(bad[0])
+    raise ConfigError(
+        f"strict: {bad.size} request(s) can never run; first: request row {int(source_row[i]) + 1}"
+        f" ({int(prompt[i])} prompt + {int(decode[i])} output tokens) "
+        f"{REJECT_REASONS[int(rejected[i])]}"
+    )

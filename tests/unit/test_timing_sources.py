@@ -310,7 +310,7 @@ def test_vidur_missing_tp_lists_available(tmp_path):
     with pytest.raises(ProfileError) as exc:
         load("vidur", LLAMA3_8B, "h100", "h100_dgx", 4, 1, profile_dir=root)
     assert str(exc.value) == (
-        f"timing.source=vidur: no mlp.csv rows for {LLAMA3_8B} at TP 4 on h100 in {root}; "
+        f"predictor.source=vidur: no mlp.csv rows for {LLAMA3_8B} at TP 4 on h100 in {root}; "
         "available TP: 1, 2"
     )
 

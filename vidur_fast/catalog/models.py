@@ -82,13 +82,15 @@ def _from_hf_config(path: Path) -> ModelSpec:
         cfg = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise ConfigError(f"cluster.model: cannot read Hugging Face config {path}: {exc}") from None
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"cluster.model: {path} must hold a JSON object (a HF config.json)")
     try:
         e = int(cfg["hidden_size"])
         qh = int(cfg["num_attention_heads"])
         act = str(cfg.get("hidden_act", "silu"))
         arch = " ".join(cfg.get("architectures", []) or [])
         gated = "Phi" not in arch and "GPT" not in arch and act != "gelu_new"
-        return ModelSpec(
+        spec = ModelSpec(
             name=str(cfg.get("_name_or_path") or path.parent.name),
             num_layers=int(cfg["num_hidden_layers"]),
             num_q_heads=qh,
@@ -107,8 +109,15 @@ def _from_hf_config(path: Path) -> ModelSpec:
             tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
             rope_theta=float(cfg.get("rope_theta", 10000.0)),
         )
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, ZeroDivisionError, OverflowError) as exc:
         raise ConfigError(f"cluster.model: {path} lacks a usable field {exc}") from None
+    for field in ("num_layers", "num_q_heads", "num_kv_heads", "embedding_dim", "head_dim",
+                  "mlp_hidden_dim", "max_position_embeddings"):  # fmt: skip
+        if getattr(spec, field) <= 0:
+            raise ConfigError(
+                f"cluster.model: {path}: {field} must be > 0 (got {getattr(spec, field)})"
+            )
+    return spec
 
 
 def get_model(name: str) -> ModelSpec:

@@ -74,6 +74,7 @@ def run_engine(
         bar = tqdm(total=n_live, unit="req", desc="simulate", file=sys.stderr, leave=False)
     t0 = time.perf_counter()
     while True:
+        before = (lstate[loop.LS_NOW], lstate[loop.LS_NEXT_REQ], lstate[loop.LS_DONE])
         status = loop.run_nb(
             reqs,
             reps,
@@ -97,6 +98,10 @@ def run_engine(
             log.n[0] = 0
             continue
         if status == loop.MAX_STEPS:
+            # a whole call without time, arrivals or completions moving is a livelock: fail
+            # loudly instead of hanging
+            if before == (lstate[loop.LS_NOW], lstate[loop.LS_NEXT_REQ], lstate[loop.LS_DONE]):
+                raise RuntimeError(f"engine made no progress in {STEPS_PER_CALL} steps")
             continue
         break
     loop_s = time.perf_counter() - t0

@@ -55,6 +55,7 @@ def _write_frame(g: h5py.Group, group_name: str, frame: pd.DataFrame) -> None:
             compression="gzip" if chunked else None,
             compression_opts=1 if chunked else None,
             shuffle=chunked,
+            track_times=False,  # byte-identical files for identical runs
         )
         unit, desc = column_unit(group_name, str(col))
         ds.attrs["unit"] = unit

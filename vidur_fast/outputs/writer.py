@@ -1,5 +1,6 @@
 """Write a run directory atomically: everything goes to a temp dir that is renamed at the end."""
 
+import contextlib
 import json
 import os
 import shutil
@@ -25,14 +26,19 @@ def check_output_dir(out: OutputConfig) -> Path | None:
     path = Path(out.dir)
     if path.exists() and not out.overwrite:
         raise ConfigError(f"output.dir: {path} already exists (pass --output.overwrite)")
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"output.dir: {path} exists and is not a directory")
     parent = path.parent if str(path.parent) else Path(".")
     probe = parent
     while not probe.exists():
         probe = probe.parent
-    if not os.access(probe, os.W_OK):
-        raise ConfigError(f"output.dir: cannot write under {probe}")
-    if probe != parent and not probe.is_dir():
+    if not probe.is_dir():
         raise ConfigError(f"output.dir: {probe} is not a directory")
+    # os.access says yes to root on read-only file systems: try a real (removed) directory
+    try:
+        Path(tempfile.mkdtemp(prefix=".vidur-fast-probe.", dir=probe)).rmdir()
+    except OSError:
+        raise ConfigError(f"output.dir: cannot write under {probe}") from None
     return path
 
 
@@ -55,18 +61,36 @@ def _json_default(obj):
     return str(obj)
 
 
+def _missing_parents(path: Path) -> list[Path]:
+    """Ancestors of path that do not exist yet, outermost first."""
+    out = []
+    for p in path.parents:
+        if p.exists():
+            break
+        out.append(p)
+    return out[::-1]
+
+
 def write_run(result: Result, out: OutputConfig) -> Path:
     """Write config.json, summary.json, metrics.h5, the request tables and, when asked, plots/
-    and trace.json under out.dir."""
+    and trace.json under out.dir.
+
+    Atomic: files go to a hidden temp dir beside the target, renamed at the end; on any error
+    or interrupt the temp dir (and parents this call created) are removed. summary.json is
+    deterministic except its `wall_time` section (seconds each phase took on this machine).
+    """
     path = check_output_dir(out)
     if path is None:
         raise ConfigError("output.dir: no run directory given")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    created = _missing_parents(path)
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
         cfg_json = json.dumps(config_dict(result.config), indent=2, default=_json_default)
         (tmp / "config.json").write_text(cfg_json + "\n")
         summary = dict(result.summary)
+        summary["wall_time"] = {k: round(float(v), 6) for k, v in result.phases_s.items()}
         (tmp / "summary.json").write_text(
             json.dumps(summary, indent=2, default=_json_default) + "\n"
         )
@@ -86,8 +110,14 @@ def write_run(result: Result, out: OutputConfig) -> Path:
         if path.exists():
             shutil.rmtree(path)
         os.replace(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException as exc:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        for p in reversed(created):
+            with contextlib.suppress(OSError):
+                p.rmdir()
+        if isinstance(exc, OSError):
+            raise ConfigError(f"output.dir: cannot write {path} ({exc.strerror or exc})") from None
         raise
     return path
 

@@ -22,6 +22,7 @@ from vidur_fast.catalog import (
 from vidur_fast.errors import ProfileError
 from vidur_fast.kernels.timing import KV_RULE_PER_REQUEST, KV_RULE_SUM, TimingGrids, TimingParams
 from vidur_fast.timing.cache import (
+    CacheCorrupt,
     CacheMiss,
     cache_key,
     entry_paths,
@@ -137,6 +138,8 @@ def timing_from_samples(
         except CacheMiss as exc:
             if cfg.cache_mode == "require":
                 raise ProfileError(f"predictor.cache_mode: 'require' but {exc}") from None
+            if isinstance(exc, CacheCorrupt):
+                print(f"notice: timing grid cache: {exc}; rebuilding", file=sys.stderr)
             miss = str(exc)
 
     grids, fit_stats, build_s = _build(samples, cfg, tp, pp, progress)

@@ -47,6 +47,10 @@ class CacheMiss(Exception):
     """No usable cache entry; the message says why (missing, corrupt, mismatched)."""
 
 
+class CacheCorrupt(CacheMiss):
+    """An entry exists but fails verification (unreadable, truncated, edited); rebuild it."""
+
+
 def default_cache_dir() -> Path:
     env = os.environ.get("VIDUR_FAST_CACHE")
     return Path(env) if env else Path.home() / ".cache" / "vidur-fast" / "grids"
@@ -145,20 +149,28 @@ def load_entry(cache_dir: Path, key: str) -> tuple[dict[str, np.ndarray], dict]:
     try:
         record = json.loads(side.read_text())
     except (OSError, ValueError) as exc:
-        raise CacheMiss(f"unreadable sidecar {side}: {exc}") from None
+        raise CacheCorrupt(f"unreadable sidecar {side}: {_one_line(exc)}") from None
+    if not isinstance(record, dict) or not isinstance(record.get("arrays"), dict):
+        raise CacheCorrupt(f"sidecar {side} is not a grid record")
     if record.get("key") != key or record.get("format") != GRID_FORMAT_VERSION:
-        raise CacheMiss(f"sidecar {side} belongs to another key or format")
+        raise CacheCorrupt(f"sidecar {side} belongs to another key or format")
     try:
         with np.load(npz, allow_pickle=False) as data:
             arrays = {k: data[k] for k in GRID_FIELDS}
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
-        raise CacheMiss(f"unreadable grid file {npz}: {exc}") from None
+        raise CacheCorrupt(f"unreadable grid file {npz}: {_one_line(exc)}") from None
     for name, arr in arrays.items():
-        want = record.get("arrays", {}).get(name, {})
+        want = record["arrays"].get(name)
+        if not isinstance(want, dict):
+            raise CacheCorrupt(f"sidecar {side} has no checksum for {name}")
         if (
             list(arr.shape) != want.get("shape")
             or arr.dtype.str != want.get("dtype")
             or array_sha256(arr) != want.get("sha256")
         ):
-            raise CacheMiss(f"checksum mismatch for {name} in {npz}")
+            raise CacheCorrupt(f"checksum mismatch for {name} in {npz}")
     return arrays, record
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__

@@ -16,7 +16,11 @@ from vidur_fast.workload.generators import (
 from vidur_fast.workload.hashes import derive_block_hashes, fit_block_hashes
 from vidur_fast.workload.readers import TOKEN_COLUMNS, TraceData, read_trace
 from vidur_fast.workload.table import RequestTable, make_table
-from vidur_fast.workload.validate import validate_build_args, validate_workload
+from vidur_fast.workload.validate import (
+    MAX_REQUEST_TOKENS,
+    validate_build_args,
+    validate_workload,
+)
 
 
 def build_workload(
@@ -90,6 +94,7 @@ def _build_trace(
             f"{cfg.path}: {where}.num_requests is {cfg.num_requests} but the file has only "
             f"{len(data)} data rows"
         )
+    _check_token_bound(data, cfg, where)
     prompt = scale_tokens(data.prompt_tokens, cfg.prefill_scale)
     decode = scale_tokens(data.decode_tokens, cfg.decode_scale)
     if cfg.max_tokens is not None:
@@ -115,6 +120,23 @@ def _build_trace(
         source=data.path,
         copy=False,
     )
+
+
+def _check_token_bound(data: TraceData, cfg: TraceWorkload, where: str) -> None:
+    """Reject rows whose scaled lengths would not fit the engine's integer counters."""
+    for raw, scale, col in zip(
+        (data.prompt_tokens, data.decode_tokens),
+        (cfg.prefill_scale, cfg.decode_scale),
+        TOKEN_COLUMNS[data.format],
+        strict=True,
+    ):
+        over = np.flatnonzero(raw * scale > MAX_REQUEST_TOKENS)
+        if over.size:
+            i = int(over[0])
+            loc = RowLocator(data.path, data.row_index + 1)
+            raise loc.error(
+                i, col, f"{raw[i]:g} tokens (x{scale:g}) exceed the limit {MAX_REQUEST_TOKENS}"
+            )
 
 
 def _clip(

@@ -41,7 +41,10 @@ def rng_for(seed: int, stream: Stream) -> np.random.Generator:
 
 def scale_tokens(raw: np.ndarray, scale: float) -> np.ndarray:
     """Vidur's rule: multiply, truncate toward zero, at least 1 token."""
-    return np.maximum(np.trunc(raw * scale), 1).astype(np.int64)
+    scaled = np.maximum(np.trunc(raw * scale), 1)
+    if scaled.size and not scaled.max() < 2**62:  # would wrap in int64
+        raise TraceError(f"token lengths x{scale:g} reach {scaled.max():g}, beyond int64")
+    return scaled.astype(np.int64)
 
 
 # ---- arrivals ----

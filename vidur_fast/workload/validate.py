@@ -18,6 +18,10 @@ from vidur_fast.workload.config import (
     ZipfLengths,
 )
 
+# Bounds that keep every derived array and int64 sum in range (and fail before allocating).
+MAX_REQUESTS = 2**31 - 1
+MAX_REQUEST_TOKENS = 2**31 - 1
+
 
 def _fail(field: str, rule: str, value: object) -> None:
     raise ConfigError(f"{field}: {rule} (got {value!r})")
@@ -33,15 +37,23 @@ def _at_least(field: str, value: int, low: int) -> None:
         _fail(field, f"must be an integer >= {low}", value)
 
 
+def _at_most(field: str, value: int, high: int) -> None:
+    if value > high:
+        _fail(field, f"must be <= {high}", value)
+
+
 def validate_lengths(cfg: object, where: str) -> None:
     match cfg:
         case FixedLengths():
             _at_least(f"{where}.prefill_tokens", cfg.prefill_tokens, 1)
             _at_least(f"{where}.decode_tokens", cfg.decode_tokens, 1)
+            _at_most(f"{where}.prefill_tokens", cfg.prefill_tokens, MAX_REQUEST_TOKENS)
+            _at_most(f"{where}.decode_tokens", cfg.decode_tokens, MAX_REQUEST_TOKENS)
         case UniformLengths() | ZipfLengths():
             # total >= 2 so that prompt and output each get at least one token.
             _at_least(f"{where}.min_tokens", cfg.min_tokens, 2)
             _at_least(f"{where}.max_tokens", cfg.max_tokens, cfg.min_tokens)
+            _at_most(f"{where}.max_tokens", cfg.max_tokens, MAX_REQUEST_TOKENS)
             ratio = cfg.prefill_to_decode_ratio
             if not (math.isfinite(ratio) and ratio >= 0):
                 _fail(f"{where}.prefill_to_decode_ratio", "must be finite and >= 0", ratio)
@@ -72,6 +84,7 @@ def validate_intervals(cfg: object, where: str) -> None:
 def validate_synthetic(cfg: SyntheticWorkload, where: str) -> None:
     if cfg.num_requests is not None:
         _at_least(f"{where}.num_requests", cfg.num_requests, 1)
+        _at_most(f"{where}.num_requests", cfg.num_requests, MAX_REQUESTS)
     if cfg.duration_s is not None:
         _positive(f"{where}.duration_s", cfg.duration_s)
     if cfg.max_tokens is not None:

@@ -27,7 +27,7 @@ COMM_COLUMNS = ("num_tokens", "time_ms")
 
 def profile_error(source: str, message: str) -> ProfileError:
     """A one-line ProfileError prefixed with the config field that chose the source."""
-    return ProfileError(f"timing.source={source}: {message}")
+    return ProfileError(f"predictor.source={source}: {message}")
 
 
 def join(values) -> str:

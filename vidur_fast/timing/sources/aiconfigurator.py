@@ -311,7 +311,7 @@ def system_for(device: DeviceSpec, profile_dir=None) -> AicSystem:
         raise profile_error(
             SOURCE,
             f"device {device.name} has no aiconfigurator system; devices with data: {join(devs)} "
-            "(use timing.source=roofline or vidur)",
+            "(use predictor.source=roofline or vidur)",
         )
     return get_system(device.aiconfigurator_system, profile_dir)
 

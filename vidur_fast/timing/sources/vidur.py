@@ -241,7 +241,7 @@ def load(
 ) -> OperatorSamples:
     """Samples for one model/device/node/TP/PP from a Vidur profiling directory."""
     if profile_dir is None:
-        raise profile_error(SOURCE, "timing.profile_dir must name a Vidur data/profiling directory")
+        raise profile_error(SOURCE, "predictor.profile_dir must name a Vidur profiling directory")
     root = Path(profile_dir).expanduser().resolve()
     if not root.is_dir():
         raise profile_error(SOURCE, f"profile directory {root} does not exist")
