@@ -12,17 +12,21 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def _first_section(text: str) -> str:
-    """The first paragraph inside a parser error panel, as one line."""
+    """The first paragraph inside a parser error panel, as one line. The panel's first row is
+    its title (a box top, or a plain line when the output is not a terminal)."""
+    rows = [r for r in _ANSI.sub("", text).splitlines() if r.strip()]
     lines = []
-    for raw in _ANSI.sub("", text).splitlines():
+    for raw in rows[1:]:
         line = raw.strip().strip(_BORDER).strip()
-        if raw.lstrip().startswith(("╭", "╰", "┏", "┗")):
-            continue
+        if raw.lstrip().startswith(("╰", "┗")):
+            break
         if not line or set(line) <= set("-─━ ") or line.startswith("For full helptext"):
             if lines:
                 break
             continue
         lines.append(line)
+    if not lines and rows:
+        lines = [rows[0].strip().strip(_BORDER).strip(" ─━")]
     return re.sub(r"\s+", " ", " ".join(lines)).strip()
 
 

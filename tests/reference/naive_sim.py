@@ -180,6 +180,8 @@ def naive_sim(arrival_ns, prompt, decode, p, grids, tparams, u_route, rejected=N
         if ending:
             _finish(rep, min(ending, key=lambda b: b.seq), now, router, v1)
         rep.wake = INF
+        # preemptions of steps that formed no batch count with the next batch formed
+        logged = rep.sched.preemptions
         while len(rep.batches) < p.pp:
             before = rep.sched.preemptions
             items = rep.sched.next_batch(now)
@@ -187,5 +189,6 @@ def naive_sim(arrival_ns, prompt, decode, p, grids, tparams, u_route, rejected=N
                 if rep.sched.preemptions != before and not rep.batches:
                     continue
                 break
-            _launch(rep, items, now, grids, tparams, p, rep.sched.preemptions - before, log)
+            _launch(rep, items, now, grids, tparams, p, rep.sched.preemptions - logged, log)
+            logged = rep.sched.preemptions
     return SimResult(reqs, log, [r.sched.preemptions for r in reps])

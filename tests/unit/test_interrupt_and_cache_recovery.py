@@ -69,13 +69,13 @@ def test_interrupt_during_simulation(tmp_path, monkeypatch, capsys):
 @pytest.mark.parametrize("where", ["h5", "csv", "rename"])
 def test_interrupt_while_writing(where, tmp_path, monkeypatch, capsys):
     if where == "h5":
-        real = writer._write_h5
+        real = writer.write_metrics_h5
 
         def half_written(path, *args):
             real(path, *args)  # a complete file in the temp dir, then Ctrl-C
             raise KeyboardInterrupt
 
-        monkeypatch.setattr(writer, "_write_h5", half_written)
+        monkeypatch.setattr(writer, "write_metrics_h5", half_written)
     elif where == "csv":
         import pandas as pd
 
@@ -104,7 +104,7 @@ def test_interrupt_keeps_an_existing_run_when_overwriting(tmp_path, monkeypatch,
     def boom(*args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(writer, "_write_h5", boom)
+    monkeypatch.setattr(writer, "write_metrics_h5", boom)
     code, lines = _cli(["--output.dir", str(run), "--output.overwrite", *ARGS], capsys)
     assert code == 130 and len(lines) == 1
     assert {p.name: p.read_bytes() for p in run.iterdir()} == before

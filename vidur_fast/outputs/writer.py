@@ -101,7 +101,8 @@ def write_run(result: Result, out: OutputConfig) -> Path:
         if out.write_parquet:
             result.requests.to_parquet(tmp / "requests.parquet", index=False)
         if out.write_metrics_h5:
-            summary_json = json.dumps(summary, sort_keys=True, default=_json_default)
+            # without wall_time, so that identical runs give identical files
+            summary_json = json.dumps(result.summary, sort_keys=True, default=_json_default)
             write_metrics_h5(
                 tmp / "metrics.h5", result, cfg_json, summary_json, hist_bucket_upper_s()
             )
