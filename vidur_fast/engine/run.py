@@ -6,11 +6,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from vidur_fast.engine.batch_store import BatchStore
 from vidur_fast.engine.state import alloc_hist, alloc_log, alloc_reps, alloc_reqs
 from vidur_fast.errors import UserError
 from vidur_fast.kernels import loop
 from vidur_fast.kernels.dtypes import NS_PER_S
-from vidur_fast.kernels.state import BatchLog, Reps, Reqs, SchedParams
+from vidur_fast.kernels.state import Reps, Reqs, SchedParams
 from vidur_fast.kernels.timing import TimingGrids, TimingParams
 
 LOG_CAPACITY = 1 << 18
@@ -26,16 +27,16 @@ STATUS_NAMES = {
 class EngineOutput:
     reqs: Reqs
     reps: Reps
-    batches: pd.DataFrame
+    batch_log: BatchStore
     hist: np.ndarray
     status: str
     end_ns: int
     loop_s: float
 
-
-def _log_frame(log: BatchLog) -> pd.DataFrame:
-    n = int(log.n[0])
-    return pd.DataFrame({k: getattr(log, k)[:n].copy() for k in log._fields if k != "n"})
+    @property
+    def batches(self) -> pd.DataFrame:
+        """Every batch record in kernel units (int64 ns), read from the batch store."""
+        return self.batch_log.frame_ns()
 
 
 def run_engine(
@@ -66,7 +67,7 @@ def run_engine(
     limit_ns = int(round(time_limit_s * NS_PER_S))
     n = arrival_ns.shape[0]
     n_live = int((rejected == 0).sum())
-    chunks = []
+    store = BatchStore.for_log(log)
     bar = None
     if progress:
         from tqdm import tqdm
@@ -93,7 +94,7 @@ def run_engine(
             bar.set_postfix_str(f"t={lstate[loop.LS_NOW] / NS_PER_S:.1f}s", refresh=False)
             bar.refresh()
         if status == loop.LOG_FULL:
-            chunks.append(_log_frame(log))
+            store.flush(log)
             log.n[0] = 0
             continue
         if status == loop.MAX_STEPS:
@@ -106,11 +107,10 @@ def run_engine(
         raise RuntimeError("engine invariant broken: a running list overflowed")
     if status not in STATUS_NAMES:
         raise UserError(f"simulation stopped with status {status}")
-    chunks.append(_log_frame(log))
-    batches = pd.concat(chunks, ignore_index=True)
+    store.keep_tail(log)
     end_ns = int(lstate[loop.LS_NOW])
     if n and status == loop.DONE and n_live and int(lstate[loop.LS_DONE]) != n_live:
         raise RuntimeError(
             f"engine finished with {n_live - int(lstate[loop.LS_DONE])} requests stuck"
         )
-    return EngineOutput(reqs, reps, batches, hist, STATUS_NAMES[status], end_ns, loop_s)
+    return EngineOutput(reqs, reps, store, hist, STATUS_NAMES[status], end_ns, loop_s)

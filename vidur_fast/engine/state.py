@@ -3,6 +3,7 @@
 import numpy as np
 
 from vidur_fast.kernels.dtypes import NEVER, NO_ID, ReqStatus
+from vidur_fast.kernels.event_tree import tree_size
 from vidur_fast.kernels.state import BatchLog, Reps, Reqs
 
 HIST_BUCKETS = 2400  # 1 us .. ~20 min at 1% relative width
@@ -85,6 +86,8 @@ def alloc_reps(n_replicas: int, pp: int, batch_cap: int) -> Reps:
         bat_npre=z(R, pp),
         stage_free=z(R, pp),
         wake=never(R),
+        ev_key=never(tree_size(R)),
+        ev_node=z(max(tree_size(R), 2)),
         pending=z(R),
         busy_ns=z(R, pp),
         preemptions=z(R),

@@ -43,20 +43,23 @@ def _json_default(obj):
     return str(obj)
 
 
+def _frame_columns(frame):
+    return ((col, frame[col].to_numpy()) for col in frame.columns)
+
+
 def _write_h5(path: Path, result: Result, cfg_json: str) -> None:
     with h5py.File(path, "w", track_order=True) as f:
         f.attrs["config_json"] = cfg_json
         f.attrs["vidur_fast_version"] = __version__
         f.attrs["timing_cache_key"] = str(result.timing_meta.get("key", ""))
         f.attrs["timing_source"] = str(result.timing_meta.get("source", ""))
-        for name, frame in (
-            ("requests", result.requests),
-            ("batches", result.batches),
-            ("replicas", result.replicas),
+        for name, columns in (
+            ("requests", _frame_columns(result.requests)),
+            ("batches", result.batch_log.columns()),  # streamed: one column in memory at a time
+            ("replicas", _frame_columns(result.replicas)),
         ):
             g = f.create_group(name)
-            for col in frame.columns:
-                data = frame[col].to_numpy()
+            for col, data in columns:
                 if data.dtype == bool:
                     data = data.astype(np.uint8)
                 g.create_dataset(col, data=data, compression="gzip", compression_opts=1)
