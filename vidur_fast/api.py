@@ -111,7 +111,9 @@ def simulate(cfg: SimConfig, *, progress: bool = False) -> Result:
         cfg.time_limit_s,
         progress,
     )
+    phases["jit_s"] = out.jit_s
     phases["loop_s"] = out.loop_s
+    phases["loop_cpu_s"] = out.loop_cpu_s
     t = time.perf_counter()
     req = request_metrics(out.reqs, wl.arrival_s)
     replicas = _replica_table(out, setup.params, out.end_ns)

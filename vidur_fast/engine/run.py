@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from vidur_fast.engine.batch_store import BatchStore
-from vidur_fast.engine.state import alloc_hist, alloc_log, alloc_reps, alloc_reqs
+from vidur_fast.engine.state import alloc_hist, alloc_log, alloc_reps, alloc_reqs, kernel_array
 from vidur_fast.errors import UserError
 from vidur_fast.kernels import loop
 from vidur_fast.kernels.dtypes import NS_PER_S
@@ -32,6 +32,9 @@ class EngineOutput:
     status: str
     end_ns: int
     loop_s: float
+    loop_cpu_s: float = 0.0
+    jit_s: float = 0.0
+    """Loading (or compiling) the kernels, before the loop proper."""
 
     @property
     def batches(self) -> pd.DataFrame:
@@ -52,16 +55,25 @@ def run_engine(
     u_route: np.ndarray,
     time_limit_s: float = 0.0,
     progress: bool = False,
+    log_capacity: int = LOG_CAPACITY,
 ) -> EngineOutput:
-    """Simulate until every request finished (or was rejected) or the time limit passed."""
+    """Simulate until every request finished (or was rejected) or the time limit passed.
+
+    log_capacity: batch records held in memory; each time the log fills, its records are
+    appended to the on-disk batch store and the loop resumes.
+    """
     import time
 
     arrival_ns = np.round(np.asarray(arrival_s, dtype=np.float64) * NS_PER_S).astype(np.int64)
     reqs = alloc_reqs(arrival_ns, prompt, decode, session, hash_off)
     reqs.rejected[:] = rejected
     reps = alloc_reps(sp.n_replicas, sp.pp, sp.batch_cap)
-    log = alloc_log(LOG_CAPACITY)
+    log = alloc_log(log_capacity)
     hist = alloc_hist()
+    u_route = kernel_array(u_route, np.float64)
+    # the caller reads grids.counters afterwards, so that array is passed through as is
+    tables = {k: kernel_array(v, v.dtype) for k, v in grids._asdict().items() if k != "counters"}
+    grids = grids._replace(**tables)
     lstate = np.zeros(loop.N_LS, dtype=np.int64)
     rstate = np.zeros(4, dtype=np.int64)
     limit_ns = int(round(time_limit_s * NS_PER_S))
@@ -73,22 +85,19 @@ def run_engine(
         from tqdm import tqdm
 
         bar = tqdm(total=n_live, unit="req", desc="simulate", file=sys.stderr, leave=False)
-    t0 = time.perf_counter()
-    while True:
-        status = loop.run_nb(
-            reqs,
-            reps,
-            log,
-            hist,
-            lstate,
-            rstate,
-            grids,
-            tparams,
-            sp,
-            u_route,
-            limit_ns,
-            STEPS_PER_CALL,
+
+    def advance(max_steps: int) -> int:
+        return loop.run_nb(
+            reqs, reps, log, hist, lstate, rstate, grids, tparams, sp, u_route, limit_ns, max_steps
         )
+
+    # A zero-step call loads (or compiles) the kernels, so loop_s is simulation time only.
+    t0 = time.perf_counter()
+    advance(0)
+    jit_s = time.perf_counter() - t0
+    t0, c0 = time.perf_counter(), time.thread_time()
+    while True:
+        status = advance(STEPS_PER_CALL)
         if bar is not None:
             bar.n = int(lstate[loop.LS_DONE])
             bar.set_postfix_str(f"t={lstate[loop.LS_NOW] / NS_PER_S:.1f}s", refresh=False)
@@ -100,7 +109,7 @@ def run_engine(
         if status == loop.MAX_STEPS:
             continue
         break
-    loop_s = time.perf_counter() - t0
+    loop_s, loop_cpu_s = time.perf_counter() - t0, time.thread_time() - c0
     if bar is not None:
         bar.close()
     if status == loop.BROKEN:
@@ -113,4 +122,6 @@ def run_engine(
         raise RuntimeError(
             f"engine finished with {n_live - int(lstate[loop.LS_DONE])} requests stuck"
         )
-    return EngineOutput(reqs, reps, store, hist, STATUS_NAMES[status], end_ns, loop_s)
+    return EngineOutput(
+        reqs, reps, store, hist, STATUS_NAMES[status], end_ns, loop_s, loop_cpu_s, jit_s
+    )

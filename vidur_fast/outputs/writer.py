@@ -62,7 +62,10 @@ def _write_h5(path: Path, result: Result, cfg_json: str) -> None:
             for col, data in columns:
                 if data.dtype == bool:
                     data = data.astype(np.uint8)
-                g.create_dataset(col, data=data, compression="gzip", compression_opts=1)
+                # byte shuffle first: ~2x faster gzip and smaller files on int64 columns
+                g.create_dataset(
+                    col, data=data, shuffle=True, compression="gzip", compression_opts=1
+                )
         g = f.create_group("tbt_histogram")
         from vidur_fast.metrics.summary import hist_bucket_upper_s
 
