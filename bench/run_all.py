@@ -32,7 +32,8 @@ REPO = Path(__file__).resolve().parents[1]
 SCENARIOS = {
     "s1": "S1 replay: Vidur case S1 via vidur-compat (Llama-3-8B, A100, sarathi), 1 replica",
     "conv25k": "splitwise_conv lengths, Poisson 20 qps, sarathi, 4 replicas",
-    "mooncake12k": "Mooncake conversation trace, vllm_v1 without prefix caching, 8 replicas",
+    "mooncake12k": "Mooncake conversation trace, Llama-3.1-8B, vllm_v1 without prefix caching, "
+    "8 replicas",
     "synth1m": "1M requests, splitwise_conv lengths, Poisson 300 qps, vllm_v1, 64 replicas",
     "ctx128k": "Llama-3.1-8B, 130,000-token prompts + 1,000 output, vllm_v1, 1 replica",
     "r1000": "1M requests, splitwise_conv lengths, Poisson 4,700 qps, vllm_v1, 1,000 replicas",
@@ -79,7 +80,7 @@ def scenario_config(name: str, shared: Path, out_dir: str):
         if not trace.is_file():
             return None
         return SimConfig(
-            cluster=ClusterConfig(num_replicas=8),
+            cluster=ClusterConfig(model="meta-llama/Llama-3.1-8B", num_replicas=8),
             workload=TraceWorkload(path=str(trace)),
             scheduler=VllmV1Scheduler(),
             output=out,
