@@ -12,6 +12,7 @@ req/s = requests / loop_cpu_s.
     python bench/run_all.py                      # every scenario, cold and warm
     python bench/run_all.py --only conv25k s1    # a subset
     python bench/run_all.py --no-cold            # warm runs only
+    python bench/run_all.py --no-request-csv     # without request_metrics.csv
 
 Scenarios that need files outside the repo (Vidur's S1 case, public traces) look for them
 under --shared (default: ../shared next to the repo) and are skipped when absent.
@@ -117,9 +118,10 @@ def scenario_config(name: str, shared: Path, out_dir: str):
     )
 
 
-def worker(name: str, shared: Path) -> None:
+def worker(name: str, shared: Path, request_csv: bool = True) -> None:
     """Run one scenario in this process and print one JSON line of figures."""
     import resource
+    from dataclasses import replace
 
     t0 = time.perf_counter()
     from vidur_fast.api import simulate
@@ -130,6 +132,7 @@ def worker(name: str, shared: Path) -> None:
         if cfg is None:
             print(json.dumps({"skipped": True}))
             return
+        cfg = replace(cfg, output=replace(cfg.output, write_request_csv=request_csv))
         t_sim, c_sim = time.perf_counter(), time.process_time()
         result = simulate(cfg)
         t_write, c_write = time.perf_counter(), time.process_time()
@@ -156,11 +159,13 @@ def worker(name: str, shared: Path) -> None:
     print(json.dumps(figures))
 
 
-def run_child(name: str, shared: Path, numba_cache: str | None) -> dict:
+def run_child(name: str, shared: Path, numba_cache: str | None, request_csv: bool) -> dict:
     env = dict(os.environ)
     if numba_cache is not None:
         env["NUMBA_CACHE_DIR"] = numba_cache
     cmd = [sys.executable, __file__, "--worker", name, "--shared", str(shared)]
+    if not request_csv:
+        cmd.append("--no-request-csv")
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True)
     wall = time.perf_counter() - t0
@@ -178,10 +183,13 @@ def main() -> None:
     ap.add_argument("--no-cold", action="store_true", help="skip the empty-JIT-cache runs")
     ap.add_argument("--shared", type=Path, default=REPO.parent / "shared")
     ap.add_argument("--json", type=Path, help="also write every figure to this file")
+    ap.add_argument(
+        "--no-request-csv", action="store_true", help="do not write request_metrics.csv"
+    )
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        worker(args.worker, args.shared)
+        worker(args.worker, args.shared, not args.no_request_csv)
         return
     names = args.only or list(SCENARIOS)
     rows = {}
@@ -196,8 +204,8 @@ def main() -> None:
         cold = None
         if not args.no_cold:
             with tempfile.TemporaryDirectory(prefix="vidur-fast-numba-") as cache:
-                cold = run_child(name, args.shared, cache)
-        warm = run_child(name, args.shared, None)
+                cold = run_child(name, args.shared, cache, not args.no_request_csv)
+        warm = run_child(name, args.shared, None, not args.no_request_csv)
         rows[name] = {"description": SCENARIOS[name], "cold": cold, "warm": warm}
         if warm.get("skipped"):
             print(f"{name:<12} skipped (input files not found under {args.shared})")
