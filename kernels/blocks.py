@@ -3,7 +3,7 @@
 from numba import njit
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _ceil_div_nb(a, b):
     """ceil(a / b) for non-negative ints.
 
@@ -13,7 +13,7 @@ def _ceil_div_nb(a, b):
     return (a + b - 1) // b
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def free_blocks_nb(reps, reqs, p, r):
     """Blocks not allocated on replica r.
 
@@ -23,7 +23,7 @@ def free_blocks_nb(reps, reqs, p, r):
     return p.num_blocks - reps.alloc_blocks[r]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _kv_touch_nb(reps, r, now_ns):
     """Accumulate the time integral of allocated blocks up to now.
 
@@ -35,7 +35,7 @@ def _kv_touch_nb(reps, r, now_ns):
         reps.kv_last_ns[r] = now_ns
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def alloc_nb(reps, reqs, r, i, n, now_ns):
     """Give n more blocks to request i on replica r (caller checked capacity).
 
@@ -53,7 +53,7 @@ def alloc_nb(reps, reqs, r, i, n, now_ns):
         reps.kv_peak[r] = reps.alloc_blocks[r]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def release_nb(reps, reqs, r, i, now_ns):
     """Free all blocks of request i on replica r.
 
@@ -70,7 +70,7 @@ def release_nb(reps, reqs, r, i, now_ns):
     return n
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def can_allocate_request_nb(reps, reqs, p, r, i):
     """Vidur vLLM/Sarathi admission test: a new request needs its whole prompt above the
     watermark (or, on an empty replica, just to fit); an admitted one needs one free block.
@@ -89,7 +89,7 @@ def can_allocate_request_nb(reps, reqs, p, r, i):
     return free >= 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def allocate_request_nb(reps, reqs, p, r, i, now_ns):
     """Vidur vLLM/Sarathi allocation: the whole prompt on admission, then one block whenever
     the next token crosses a block boundary.

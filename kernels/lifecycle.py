@@ -10,7 +10,7 @@ from vidur_fast.kernels.queues import wq_push_front_nb
 # ---- batch slots ----
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def batch_add_nb(reps, r, s, i, n):
     """Append request i with n tokens to the batch being formed in slot s of replica r.
 
@@ -23,7 +23,7 @@ def batch_add_nb(reps, r, s, i, n):
     reps.bat_n[r, s] = k + 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def batch_tokens_nb(reps, r, s):
     """Tokens already in the batch being formed.
 
@@ -39,7 +39,7 @@ def batch_tokens_nb(reps, r, s):
 # ---- Vidur (legacy) request transitions ----
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def restart_nb(reqs, i):
     """Recompute preemption: everything processed so far becomes prompt.
 
@@ -59,7 +59,7 @@ def restart_nb(reqs, i):
     reqs.status[i] = ReqStatus.WAITING
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def preempt_to_waiting_nb(reps, reqs, r, i, now_ns):
     """Restart request i, free its blocks and put it at the head of the waiting queue.
 
@@ -72,7 +72,7 @@ def preempt_to_waiting_nb(reps, reqs, r, i, now_ns):
     reps.preemptions[r] += 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def emit_token_nb(reqs, hist, i, now_ns):
     """Record one output token of request i at now: first-token time or an inter-token gap.
 
@@ -97,7 +97,7 @@ HIST_MIN_NS = 1000.0
 HIST_RATIO = 1.01
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _hist_add_nb(hist, gap_ns):
     """Count one gap in the log-bucket histogram (1% relative bucket width).
 
@@ -113,7 +113,7 @@ def _hist_add_nb(hist, gap_ns):
     hist[k] += 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def advance_legacy_nb(reqs, hist, i, n, now_ns):
     """Vidur's on_batch_end for one request: processed += n, a bonus token at prefill end.
 
@@ -131,7 +131,7 @@ def advance_legacy_nb(reqs, hist, i, n, now_ns):
     return reqs.processed[i] >= reqs.prompt[i] + reqs.decode[i]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def advance_v1_nb(reqs, hist, i, n, now_ns):
     """vLLM v1 update_from_output for one request: a token is sampled only when the computed
     tokens reach the sequence length (prompt + generated).

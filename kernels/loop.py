@@ -4,6 +4,7 @@ import numpy as np
 from numba import njit
 from vidur_fast.kernels.blocks import release_nb
 from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_MS, ReqStatus, SchedPolicy
+from vidur_fast.kernels.event_tree import tree_build_nb, tree_set_nb, tree_top_nb
 from vidur_fast.kernels.lifecycle import advance_legacy_nb, advance_v1_nb
 from vidur_fast.kernels.queues import run_remove_at_nb, wq_push_back_nb
 from vidur_fast.kernels.router import on_prefill_end_nb, on_request_end_nb, route_request_nb
@@ -33,7 +34,7 @@ LS_STEPS = 3
 N_LS = 4
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _replica_next_ns_nb(reps, r):
     """Time of replica r's next event: its pending wake-up or earliest batch end.
 
@@ -47,24 +48,29 @@ def _replica_next_ns_nb(reps, r):
     return t
 
 
-@njit(cache=True, nogil=True)
-def _earliest_replica_nb(reps):
-    """Replica with the earliest event; ties go to the lowest id.
+@njit(cache=True, nogil=True, _nrt=False)
+def _refresh_event_nb(reps, r):
+    """Re-key replica r in the event tree after its wake or batch ends changed.
 
-    Mutates: nothing.
-    Returns: (replica, time).
+    Mutates: reps.ev_key, reps.ev_node.
+    Returns: nothing.
     """
-    best = 0
-    tb = _replica_next_ns_nb(reps, 0)
-    for r in range(1, reps.wake.shape[0]):
-        t = _replica_next_ns_nb(reps, r)
-        if t < tb:
-            tb = t
-            best = r
-    return best, tb
+    tree_set_nb(reps.ev_key, reps.ev_node, r, _replica_next_ns_nb(reps, r))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
+def _sync_events_nb(reps):
+    """Rebuild the event tree from every replica's wake and batch ends (O(R), once per call).
+
+    Mutates: reps.ev_key, reps.ev_node.
+    Returns: nothing.
+    """
+    for r in range(reps.wake.shape[0]):
+        reps.ev_key[r] = _replica_next_ns_nb(reps, r)
+    tree_build_nb(reps.ev_key, reps.ev_node)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
 def _schedule_nb(reps, reqs, p, r, s, now_ns):
     """Dispatch to the replica scheduler selected by p.policy.
 
@@ -84,7 +90,7 @@ def _schedule_nb(reps, reqs, p, r, s, now_ns):
     return schedule_faster_transformer_nb(reps, reqs, p, r, s, now_ns)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _is_decode_nb(reqs, p, i, n):
     """Whether request i's n tokens in a batch count as decode (for timing features).
 
@@ -96,7 +102,7 @@ def _is_decode_nb(reqs, p, i, n):
     return reqs.prefill_done[i] == 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _launch_batch_nb(reps, reqs, log, grids, tp, p, r, s, now_ns):
     """Time the batch just formed in slot s through every pipeline stage and account it.
 
@@ -181,7 +187,7 @@ def _launch_batch_nb(reps, reqs, log, grids, tp, p, r, s, now_ns):
     log.n[0] = c + 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _finish_batch_nb(reps, reqs, hist, p, r, s, now_ns):
     """Apply a finished batch: token updates, completions, frees, requeue the rest.
 
@@ -220,23 +226,26 @@ def _finish_batch_nb(reps, reqs, hist, p, r, s, now_ns):
     return done
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def run_nb(reqs, reps, log, hist, lstate, rstate, grids, tp, p, u_route, limit_ns, max_steps):
     """Advance the cluster until all requests finish, the time limit passes, the batch log
     fills, or max_steps loop iterations ran. Resumable: all progress lives in the arrays.
 
     Ties: arrivals at time t are routed before any replica event at t; replica events at the
     same time go in replica-id order; batch slots of one replica by end time then formation.
+    The earliest replica comes from a tournament tree (O(log R)): whenever a replica's wake
+    or bat_end changes, _refresh_event_nb must re-key it before the next selection.
     Mutates: reqs, reps, log, hist, lstate, rstate, grids.counters.
     Returns: status code (DONE, LOG_FULL, MAX_STEPS, TIME_LIMIT, BROKEN).
     """
     n = reqs.arrival_ns.shape[0]
     log_cap = log.start_ns.shape[0]
+    _sync_events_nb(reps)
     for _ in range(max_steps):
         lstate[LS_STEPS] += 1
         nr = lstate[LS_NEXT_REQ]
         t_arr = reqs.arrival_ns[nr] if nr < n else NEVER
-        r, t_rep = _earliest_replica_nb(reps)
+        r, t_rep = tree_top_nb(reps.ev_key, reps.ev_node)
         if t_arr == NEVER and t_rep == NEVER:
             return DONE
         t_next = t_arr if t_arr <= t_rep else t_rep
@@ -253,6 +262,7 @@ def run_nb(reqs, reps, log, hist, lstate, rstate, grids, tp, p, u_route, limit_n
             wq_push_back_nb(reps, reqs, rr, nr)
             if reps.inflight[rr] < p.pp and reps.wake[rr] == NEVER:
                 reps.wake[rr] = t_arr
+                _refresh_event_nb(reps, rr)
             continue
         if log.n[0] + p.pp > log_cap:
             return LOG_FULL
@@ -291,4 +301,5 @@ def run_nb(reqs, reps, log, hist, lstate, rstate, grids, tp, p, u_route, limit_n
         if reps.inflight[r] < p.pp and log.n[0] >= log_cap:
             # resume scheduling this replica after the flush
             reps.wake[r] = t_rep
+        _refresh_event_nb(reps, r)
     return MAX_STEPS

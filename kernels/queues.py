@@ -6,7 +6,7 @@ from vidur_fast.kernels.dtypes import NO_ID
 # ---- waiting queue: singly linked list over Reqs.q_next ----
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def wq_push_back_nb(reps, reqs, r, i):
     """Append request i to replica r's waiting queue.
 
@@ -22,7 +22,7 @@ def wq_push_back_nb(reps, reqs, r, i):
     reps.wq_len[r] += 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def wq_push_front_nb(reps, reqs, r, i):
     """Put request i at the head of replica r's waiting queue (preempted requests).
 
@@ -36,7 +36,7 @@ def wq_push_front_nb(reps, reqs, r, i):
     reps.wq_len[r] += 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def wq_pop_front_nb(reps, reqs, r):
     """Remove the head of replica r's waiting queue.
 
@@ -57,7 +57,7 @@ def wq_pop_front_nb(reps, reqs, r):
 # ---- running list: dense ordered array per replica ----
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def run_append_nb(reps, r, i):
     """Append request i to replica r's running list.
 
@@ -72,7 +72,7 @@ def run_append_nb(reps, r, i):
     return True
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def run_remove_at_nb(reps, r, k):
     """Remove position k from replica r's running list, keeping order.
 
@@ -87,7 +87,7 @@ def run_remove_at_nb(reps, r, k):
     return i
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def run_pop_last_nb(reps, r):
     """Remove the last request of replica r's running list.
 
@@ -101,7 +101,7 @@ def run_pop_last_nb(reps, r):
     return reps.run[r, n - 1]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def run_sort_by_arrival_nb(reps, reqs, r):
     """Stable sort of replica r's running list by (arrival, row): insertion sort, since the
     list is almost sorted between steps.

@@ -4,7 +4,7 @@ from numba import njit
 from vidur_fast.kernels.dtypes import RouterPolicy
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _argmin_nb(x):
     """Index of the smallest value; ties go to the lowest replica id.
 
@@ -18,7 +18,7 @@ def _argmin_nb(x):
     return best
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def route_request_nb(reps, reqs, rstate, p, i, u):
     """Choose the replica of request i.
 
@@ -47,7 +47,7 @@ def route_request_nb(reps, reqs, rstate, p, i, u):
     return r
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def on_prefill_end_nb(reps, reqs, p, r, i):
     """Router bookkeeping when request i first completes its prefill on replica r.
 
@@ -60,7 +60,7 @@ def on_prefill_end_nb(reps, reqs, p, r, i):
         reps.pending[r] -= reqs.total[i] - reqs.orig_decode[i]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def on_request_end_nb(reps, reqs, p, r, i):
     """Router bookkeeping when request i completes on replica r.
 

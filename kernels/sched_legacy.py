@@ -19,7 +19,7 @@ from vidur_fast.kernels.queues import (
 )
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _next_tokens_nb(reqs, i):
     """Vidur's default next-token count: 1 when prefilled, else the whole remaining prompt.
 
@@ -31,7 +31,7 @@ def _next_tokens_nb(reqs, i):
     return reqs.prompt[i] - reqs.processed[i]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _admit_nb(reqs, reps, r, i):
     """Mark a request popped from the waiting queue as running on replica r.
 
@@ -41,7 +41,7 @@ def _admit_nb(reqs, reps, r, i):
     reqs.status[i] = ReqStatus.RUNNING
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _schedule_decode_nb(reps, reqs, p, r, s, i, now_ns):
     """Vidur's decode admission with the victim loop: while request i cannot get a block,
     restart the latest running request; with none left, restart i itself.
@@ -60,7 +60,7 @@ def _schedule_decode_nb(reps, reqs, p, r, s, i, now_ns):
     return True
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def schedule_sarathi_nb(reps, reqs, p, r, s, now_ns):
     """Sarathi-Serve: decodes first, then running partial prefills, then new requests, all
     within a chunk of p.chunk_size tokens (decodes consume the budget but are never cut).
@@ -128,7 +128,7 @@ def schedule_sarathi_nb(reps, reqs, p, r, s, now_ns):
     return reps.bat_n[r, s]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def schedule_vllm_nb(reps, reqs, p, r, s, now_ns):
     """vLLM v0 as Vidur models it: a prefill-only batch of whole prompts when any waiting
     request fits (padded tokens <= max_tokens_in_batch), else one decode token per running
@@ -166,7 +166,7 @@ def schedule_vllm_nb(reps, reqs, p, r, s, now_ns):
     return reps.bat_n[r, s]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _admit_reserving_nb(reps, reqs, p, r, s, now_ns):
     """Admit waiting requests with their whole prompt while the batch has room and a
     worst-case reservation of max_blocks_per_seq blocks fits (Orca, FasterTransformer).
@@ -184,7 +184,7 @@ def _admit_reserving_nb(reps, reqs, p, r, s, now_ns):
     return reps.bat_n[r, s]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def schedule_orca_nb(reps, reqs, p, r, s, now_ns):
     """Orca: every running request (one token each), then new requests with their whole
     prompt, each reserving max_blocks_per_seq blocks (no preemption).
@@ -198,7 +198,7 @@ def schedule_orca_nb(reps, reqs, p, r, s, now_ns):
     return _admit_reserving_nb(reps, reqs, p, r, s, now_ns)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def schedule_faster_transformer_nb(reps, reqs, p, r, s, now_ns):
     """FasterTransformer static batching: continue the oldest unfinished batch (its members
     sit contiguously in the running list under one group id); only when none is left, form a
@@ -216,7 +216,7 @@ def schedule_faster_transformer_nb(reps, reqs, p, r, s, now_ns):
     return _admit_reserving_nb(reps, reqs, p, r, s, now_ns)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def requeue_after_batch_legacy_nb(reps, reqs, r, i, group_id):
     """Vidur's on_batch_end for an unfinished request: back to the end of the running list.
 

@@ -15,7 +15,7 @@ from vidur_fast.kernels.queues import run_pop_last_nb, run_remove_at_nb, wq_pop_
 # ---- future-memory estimate ----
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _held_left_nb(reqs, i, admitted):
     """LightLLM's (tokens held, tokens still to generate) of request i; `admitted` says whether
     it already ran (else it is a candidate counted with its prompt plus the first token).
@@ -37,7 +37,7 @@ def _held_left_nb(reqs, i, admitted):
     return held, left
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _peak_need_nb(reps, reqs, r, s, cand):
     """Peak KV tokens if the running requests, the batch being formed and candidate `cand` all
     run to completion: with requests sorted by tokens left (descending),
@@ -68,7 +68,7 @@ def _peak_need_nb(reps, reqs, r, s, cand):
     return best
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _member_nb(reps, reqs, r, s, cand, n_run, n_bat, a):
     """Member a of the estimate's list: running requests, then the batch, then the candidate.
 
@@ -85,7 +85,7 @@ def _member_nb(reps, reqs, r, s, cand, n_run, n_bat, a):
 # ---- batch formation ----
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _prefill_batch_nb(reps, reqs, p, r, s, now_ns):
     """Admit waiting requests with their whole prompt while the token bound, the batch caps and
     the future-memory estimate allow.
@@ -113,7 +113,7 @@ def _prefill_batch_nb(reps, reqs, p, r, s, now_ns):
     return reps.bat_n[r, s]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _decode_batch_nb(reps, reqs, p, r, s, now_ns):
     """One token (and one KV token) for every running request, in running-list order.
 
@@ -133,7 +133,7 @@ def _decode_batch_nb(reps, reqs, p, r, s, now_ns):
     return reps.bat_n[r, s]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def schedule_lightllm_nb(reps, reqs, p, r, s, now_ns):
     """One LightLLM scheduling decision for replica r into batch slot s.
 

@@ -19,7 +19,7 @@ from vidur_fast.kernels.queues import (
 )
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _cap_tokens_nb(reqs, reps, p, r, i, n, budget):
     """Apply the per-step caps to n new tokens of request i.
 
@@ -39,7 +39,7 @@ def _cap_tokens_nb(reqs, reps, p, r, i, n, budget):
     return n
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _preempt_v1_nb(reps, reqs, r, i, now_ns):
     """Recompute preemption: free all blocks, computed tokens to 0, front of the queue.
 
@@ -55,7 +55,7 @@ def _preempt_v1_nb(reps, reqs, r, i, now_ns):
     reps.preemptions[r] += 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def schedule_vllm_v1_nb(reps, reqs, p, r, s, now_ns):
     """One vLLM v1 scheduling step on replica r into batch slot s.
 

@@ -58,6 +58,8 @@ class Reps(NamedTuple):
     bat_npre: np.ndarray  # int64[R, PP], prefill tokens of the batch (for lop bookkeeping)
     stage_free: np.ndarray  # int64[R, PP], when each pipeline stage becomes free
     wake: np.ndarray  # int64[R], pending scheduling attempt (NEVER = none)
+    ev_key: np.ndarray  # int64[P], next-event time per replica (kernels/event_tree.py)
+    ev_node: np.ndarray  # int64[max(P, 2)], tournament winners over ev_key
     pending: np.ndarray  # int64[R], router load: lor requests or lop prefill tokens
     busy_ns: np.ndarray  # int64[R, PP], stage busy time
     preemptions: np.ndarray  # int64[R]

@@ -51,7 +51,7 @@ class TimingParams(NamedTuple):
     pp: int
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _clamp_nb(counters, slot, i, n):
     """Index i clamped into [0, n-1]; counts clamps above the edge.
 
@@ -66,7 +66,7 @@ def _clamp_nb(counters, slot, i, n):
     return i
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def ceil_to_nb(x, m):
     """x rounded up to a multiple of m.
 
@@ -76,7 +76,7 @@ def ceil_to_nb(x, m):
     return (x + m - 1) // m * m
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def stage_time_ms_nb(
     grids, tp_, n_tokens, n_dec, dec_kv_sum, n_pre, pre_kv, pre_chunk_sq_sum, last_stage
 ):

@@ -10,6 +10,7 @@ import pandas as pd
 
 from vidur_fast.catalog import default_node_for, get_device, get_model, get_node
 from vidur_fast.config import SimConfig
+from vidur_fast.engine.batch_store import BatchStore
 from vidur_fast.engine.run import run_engine
 from vidur_fast.kernels.dtypes import NS_PER_S
 from vidur_fast.kernels.timing import (
@@ -34,11 +35,16 @@ class Result:
     config: SimConfig
     summary: dict
     requests: pd.DataFrame
-    batches: pd.DataFrame
+    batch_log: BatchStore
     replicas: pd.DataFrame
     tbt_histogram: np.ndarray
     timing_meta: dict = field(default_factory=dict)
     phases_s: dict = field(default_factory=dict)
+
+    @property
+    def batches(self) -> pd.DataFrame:
+        """One row per batch (times in s); read from the run's batch store on each access."""
+        return self.batch_log.frame()
 
 
 def _replica_table(out, sp, end_ns: int) -> pd.DataFrame:
@@ -121,7 +127,9 @@ def simulate(
         cfg.time_limit_s,
         progress,
     )
+    phases["jit_s"] = out.jit_s
     phases["loop_s"] = out.loop_s
+    phases["loop_cpu_s"] = out.loop_cpu_s
     t = time.perf_counter()
     req = request_metrics(out.reqs, wl.arrival_s)
     replicas = _replica_table(out, setup.params, out.end_ns)
@@ -146,11 +154,8 @@ def simulate(
     summary["num_blocks_per_replica"] = int(setup.params.num_blocks)
     summary["timing_source"] = timing.meta.get("source")
     summary["timing_cache_key"] = timing.meta.get("key")
-    batches = out.batches.copy()
-    for col in ("start_ns", "end_ns", "stage_ns"):
-        batches[col.replace("_ns", "_s")] = batches.pop(col) / NS_PER_S
     phases["metrics_s"] = time.perf_counter() - t
-    return Result(cfg, summary, req, batches, replicas, out.hist, timing.meta, phases)
+    return Result(cfg, summary, req, out.batch_log, replicas, out.hist, timing.meta, phases)
 
 
 def config_dict(cfg: SimConfig) -> dict:

@@ -101,12 +101,31 @@ def test_same_result_gives_identical_bytes(small_result, small_run_dir, tmp_path
         assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
 
 
+class _FrameLog:
+    """A batch store backed by a DataFrame (same reading interface as BatchStore)."""
+
+    def __init__(self, frame):
+        self._frame = frame
+
+    def frame(self):
+        return self._frame.copy()
+
+    def column_names(self):
+        return list(self._frame.columns)
+
+    def column(self, name):
+        return self._frame[name].to_numpy()
+
+    def columns(self):
+        return ((c, self._frame[c].to_numpy()) for c in self._frame.columns)
+
+
 def test_extra_batch_column_is_carried(small_result, tmp_path):
     # a prefix-cache counter in the batch log shows up in timeseries, units and plots
     batches = small_result.batches.copy()
     batches["n_cached_tokens"] = np.where(batches["n_prefill_tokens"] > 0, 16, 0)
     batches["spec_accepted"] = np.arange(len(batches)) % 3
-    result = type(small_result)(**{**small_result.__dict__, "batches": batches})
+    result = type(small_result)(**{**small_result.__dict__, "batch_log": _FrameLog(batches)})
     path = write_plain(result, tmp_path / "run")
     run = read_run(path)
     with h5py.File(path / "metrics.h5") as f:

@@ -6,11 +6,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from vidur_fast.engine.state import alloc_hist, alloc_log, alloc_reps, alloc_reqs
+from vidur_fast.engine.batch_store import BatchStore
+from vidur_fast.engine.state import alloc_hist, alloc_log, alloc_reps, alloc_reqs, kernel_array
 from vidur_fast.errors import UserError
 from vidur_fast.kernels import loop
 from vidur_fast.kernels.dtypes import NS_PER_S
-from vidur_fast.kernels.state import BatchLog, Reps, Reqs, SchedParams
+from vidur_fast.kernels.state import Reps, Reqs, SchedParams
 from vidur_fast.kernels.timing import TimingGrids, TimingParams
 
 LOG_CAPACITY = 1 << 18
@@ -26,16 +27,19 @@ STATUS_NAMES = {
 class EngineOutput:
     reqs: Reqs
     reps: Reps
-    batches: pd.DataFrame
+    batch_log: BatchStore
     hist: np.ndarray
     status: str
     end_ns: int
     loop_s: float
+    loop_cpu_s: float = 0.0
+    jit_s: float = 0.0
+    """Loading (or compiling) the kernels, before the loop proper."""
 
-
-def _log_frame(log: BatchLog) -> pd.DataFrame:
-    n = int(log.n[0])
-    return pd.DataFrame({k: getattr(log, k)[:n].copy() for k in log._fields if k != "n"})
+    @property
+    def batches(self) -> pd.DataFrame:
+        """Every batch record in kernel units (int64 ns), read from the batch store."""
+        return self.batch_log.frame_ns()
 
 
 def run_engine(
@@ -51,50 +55,56 @@ def run_engine(
     u_route: np.ndarray,
     time_limit_s: float = 0.0,
     progress: bool = False,
+    log_capacity: int = LOG_CAPACITY,
 ) -> EngineOutput:
-    """Simulate until every request finished (or was rejected) or the time limit passed."""
+    """Simulate until every request finished (or was rejected) or the time limit passed.
+
+    log_capacity: batch records held in memory; each time the log fills, its records are
+    appended to the on-disk batch store and the loop resumes.
+    """
     import time
 
     arrival_ns = np.round(np.asarray(arrival_s, dtype=np.float64) * NS_PER_S).astype(np.int64)
     reqs = alloc_reqs(arrival_ns, prompt, decode, session, hash_off)
     reqs.rejected[:] = rejected
     reps = alloc_reps(sp.n_replicas, sp.pp, sp.batch_cap)
-    log = alloc_log(LOG_CAPACITY)
+    log = alloc_log(log_capacity)
     hist = alloc_hist()
+    u_route = kernel_array(u_route, np.float64)
+    # the caller reads grids.counters afterwards, so that array is passed through as is
+    tables = {k: kernel_array(v, v.dtype) for k, v in grids._asdict().items() if k != "counters"}
+    grids = grids._replace(**tables)
     lstate = np.zeros(loop.N_LS, dtype=np.int64)
     rstate = np.zeros(4, dtype=np.int64)
     limit_ns = int(round(time_limit_s * NS_PER_S))
     n = arrival_ns.shape[0]
     n_live = int((rejected == 0).sum())
-    chunks = []
+    store = BatchStore.for_log(log)
     bar = None
     if progress:
         from tqdm import tqdm
 
         bar = tqdm(total=n_live, unit="req", desc="simulate", file=sys.stderr, leave=False)
+
+    def advance(max_steps: int) -> int:
+        return loop.run_nb(
+            reqs, reps, log, hist, lstate, rstate, grids, tparams, sp, u_route, limit_ns, max_steps
+        )
+
+    # A zero-step call loads (or compiles) the kernels, so loop_s is simulation time only.
     t0 = time.perf_counter()
+    advance(0)
+    jit_s = time.perf_counter() - t0
+    t0, c0 = time.perf_counter(), time.thread_time()
     while True:
         before = (lstate[loop.LS_NOW], lstate[loop.LS_NEXT_REQ], lstate[loop.LS_DONE])
-        status = loop.run_nb(
-            reqs,
-            reps,
-            log,
-            hist,
-            lstate,
-            rstate,
-            grids,
-            tparams,
-            sp,
-            u_route,
-            limit_ns,
-            STEPS_PER_CALL,
-        )
+        status = advance(STEPS_PER_CALL)
         if bar is not None:
             bar.n = int(lstate[loop.LS_DONE])
             bar.set_postfix_str(f"t={lstate[loop.LS_NOW] / NS_PER_S:.1f}s", refresh=False)
             bar.refresh()
         if status == loop.LOG_FULL:
-            chunks.append(_log_frame(log))
+            store.flush(log)
             log.n[0] = 0
             continue
         if status == loop.MAX_STEPS:
@@ -104,18 +114,19 @@ def run_engine(
                 raise RuntimeError(f"engine made no progress in {STEPS_PER_CALL} steps")
             continue
         break
-    loop_s = time.perf_counter() - t0
+    loop_s, loop_cpu_s = time.perf_counter() - t0, time.thread_time() - c0
     if bar is not None:
         bar.close()
     if status == loop.BROKEN:
         raise RuntimeError("engine invariant broken: a running list overflowed")
     if status not in STATUS_NAMES:
         raise UserError(f"simulation stopped with status {status}")
-    chunks.append(_log_frame(log))
-    batches = pd.concat(chunks, ignore_index=True)
+    store.keep_tail(log)
     end_ns = int(lstate[loop.LS_NOW])
     if n and status == loop.DONE and n_live and int(lstate[loop.LS_DONE]) != n_live:
         raise RuntimeError(
             f"engine finished with {n_live - int(lstate[loop.LS_DONE])} requests stuck"
         )
-    return EngineOutput(reqs, reps, batches, hist, STATUS_NAMES[status], end_ns, loop_s)
+    return EngineOutput(
+        reqs, reps, store, hist, STATUS_NAMES[status], end_ns, loop_s, loop_cpu_s, jit_s
+    )

@@ -3,9 +3,19 @@
 import numpy as np
 
 from vidur_fast.kernels.dtypes import NEVER, NO_ID, ReqStatus
+from vidur_fast.kernels.event_tree import tree_size
 from vidur_fast.kernels.state import BatchLog, Reps, Reqs
 
 HIST_BUCKETS = 2400  # 1 us .. ~20 min at 1% relative width
+
+
+def kernel_array(x: np.ndarray, dtype) -> np.ndarray:
+    """x as a writeable C-contiguous array of dtype (copied only when it is not one already),
+    so every run hands the kernels the same array types and reuses one compiled version."""
+    x = np.asarray(x)
+    if x.dtype == dtype and x.flags.c_contiguous and x.flags.writeable:
+        return x
+    return np.array(x, dtype=dtype, order="C")
 
 
 def alloc_reqs(
@@ -21,16 +31,18 @@ def alloc_reqs(
     def full(v):
         return np.full(n, v, dtype=i64)
 
-    prompt = np.ascontiguousarray(prompt, dtype=i64).copy()
-    decode = np.ascontiguousarray(decode, dtype=i64).copy()
+    prompt = np.array(prompt, dtype=i64)
+    decode = np.array(decode, dtype=i64)
+    # Fresh writeable copies: a read-only input (e.g. a frozen RequestTable column) would be
+    # typed `readonly array` and compile a second version of every kernel.
     return Reqs(
-        arrival_ns=np.ascontiguousarray(arrival_ns, dtype=i64),
+        arrival_ns=np.array(arrival_ns, dtype=i64),
         prompt=prompt,
         decode=decode,
         total=prompt + decode,
         orig_decode=decode.copy(),
-        session=np.ascontiguousarray(session, dtype=i64),
-        hash_off=np.ascontiguousarray(hash_off, dtype=i64),
+        session=np.array(session, dtype=i64),
+        hash_off=np.array(hash_off, dtype=i64),
         processed=full(0),
         generated=full(0),
         status=np.full(n, ReqStatus.PENDING, dtype=np.int8),
@@ -85,6 +97,8 @@ def alloc_reps(n_replicas: int, pp: int, batch_cap: int) -> Reps:
         bat_npre=z(R, pp),
         stage_free=z(R, pp),
         wake=never(R),
+        ev_key=never(tree_size(R)),
+        ev_node=z(max(tree_size(R), 2)),
         pending=z(R),
         busy_ns=z(R, pp),
         preemptions=z(R),

@@ -22,8 +22,13 @@ import numpy as np
 import pandas as pd
 
 from vidur_fast import __version__
-from vidur_fast.outputs.schema import FORMAT_VERSION, column_unit
-from vidur_fast.outputs.timeseries import replica_timeseries
+from vidur_fast.outputs.schema import (
+    FORMAT_VERSION,
+    TIMESERIES_DROPPED,
+    TIMESERIES_RENAME,
+    column_unit,
+)
+from vidur_fast.outputs.timeseries import HIT_RATE_COLUMNS, HIT_TOKEN_COLUMNS, hit_column
 
 PACKAGES = ("numpy", "numba", "pandas", "scikit-learn", "h5py", "aiconfigurator-core")
 
@@ -42,8 +47,12 @@ def data_versions(timing_meta: dict) -> dict:
 
 
 def _write_frame(g: h5py.Group, group_name: str, frame: pd.DataFrame) -> None:
-    for col in frame.columns:
-        data = frame[col].to_numpy()
+    _write_columns(g, group_name, ((c, frame[c].to_numpy()) for c in frame.columns))
+
+
+def _write_columns(g: h5py.Group, group_name: str, columns) -> None:
+    """Write (name, array) pairs as datasets with unit/description attributes."""
+    for col, data in columns:
         if data.dtype == bool:
             data = data.astype(np.uint8)
         if data.dtype == object:
@@ -79,13 +88,76 @@ def write_metrics_h5(
         f.attrs["timing_cache_key"] = str(meta.get("key", ""))
         f.attrs["timing_source"] = str(meta.get("source", ""))
         f.attrs["data_versions"] = json.dumps(data_versions(meta), sort_keys=True, default=str)
-        for name in ("requests", "batches", "replicas"):
+        for name in ("requests", "replicas"):
             _write_frame(f.create_group(name, track_order=True), name, getattr(result, name))
-        ts = f.create_group("timeseries", track_order=True)
-        for r, frame in replica_timeseries(result.batches, result.replicas).items():
-            _write_frame(ts.create_group(f"replica_{r}", track_order=True), "timeseries", frame)
+        batch_log = getattr(result, "batch_log", None)
+        g = f.create_group("batches", track_order=True)
+        if batch_log is None:
+            _write_frame(g, "batches", result.batches)
+            columns = result.batches.__getitem__
+            names = list(result.batches.columns)
+        else:  # streamed: one batch column in memory at a time
+            _write_columns(g, "batches", batch_log.columns())
+            columns = batch_log.column
+            names = batch_log.column_names()
+        _write_replica_timeseries(
+            f.create_group("timeseries", track_order=True), columns, names, result.replicas
+        )
         hist = pd.DataFrame({"count": result.tbt_histogram, "upper_edge_s": tbt_upper_edge_s})
         _write_frame(f.create_group("tbt_histogram", track_order=True), "tbt_histogram", hist)
+
+
+def _write_replica_timeseries(ts: h5py.Group, column, names: list[str], replicas) -> None:
+    """The per-replica time series (same columns as timeseries.replica_timeseries), written
+    column by column so that a long run never holds them all in memory."""
+    rep_ids = replicas["replica"].to_numpy()
+    rep_col = np.asarray(column("replica"))
+    order = np.argsort(rep_col, kind="stable")
+    bounds = np.searchsorted(rep_col[order], rep_ids, side="left")
+    ends = np.append(bounds[1:], order.shape[0])
+    del rep_col
+    groups = [ts.create_group(f"replica_{int(r)}", track_order=True) for r in rep_ids]
+
+    def emit(name: str, values_of) -> None:
+        for grp, lo, hi, r in zip(groups, bounds, ends, rep_ids, strict=True):
+            _write_columns(grp, "timeseries", [(name, values_of(order[lo:hi], int(r)))])
+
+    if "start_s" in names:
+        start = np.asarray(column("start_s"))
+        emit("time_s", lambda idx, r: start[idx])
+        del start
+    for c in names:
+        if c in TIMESERIES_DROPPED or c == "start_s":  # start_s is time_s, written first
+            continue
+        data = np.asarray(column(c))
+        if not np.issubdtype(data.dtype, np.number) and data.dtype != bool:
+            continue
+        emit(TIMESERIES_RENAME.get(c, c), lambda idx, r, d=data: d[idx])
+        del data
+    if "alloc_blocks" in names:
+        blocks = replicas.set_index("replica")["num_blocks"]
+        alloc = np.asarray(column("alloc_blocks"))
+        emit("kv_usage_fraction", lambda idx, r: alloc[idx] / max(int(blocks.get(r, 0)), 1))
+        del alloc
+    if "end_s" in names and "start_s" in names:
+        dur = np.asarray(column("end_s")) - np.asarray(column("start_s"))
+        emit("duration_s", lambda idx, r: dur[idx])
+        del dur
+    hit = hit_column(names)
+    if hit in HIT_TOKEN_COLUMNS and "n_prefill_tokens" in names:
+        hits_all = np.asarray(column(hit), dtype=np.float64)
+        pre_all = np.asarray(column("n_prefill_tokens"), dtype=np.float64)
+
+        def rate(idx, r):
+            hits = np.cumsum(hits_all[idx])
+            total = hits + np.cumsum(pre_all[idx])
+            with np.errstate(invalid="ignore", divide="ignore"):
+                return np.where(total > 0, hits / total, np.nan)
+
+        emit("prefix_cache_hit_rate", rate)
+    elif hit in HIT_RATE_COLUMNS and hit != "prefix_cache_hit_rate":
+        h = np.asarray(column(hit), dtype=np.float64)
+        emit("prefix_cache_hit_rate", lambda idx, r: h[idx])
 
 
 def _read_frame(g: h5py.Group) -> pd.DataFrame:

@@ -34,6 +34,7 @@ from vidur_fast.timing.cache import (
 from vidur_fast.timing.config import PredictorConfig, validate_predictor
 from vidur_fast.timing.fit import clean_rows, fit_all, fit_op, mape, op_tables
 from vidur_fast.timing.grids import GRID_FIELDS, build_grids, evaluate_points, make_grids
+from vidur_fast.timing.input_memo import input_fingerprint, read_memo, write_memo
 from vidur_fast.timing.samples import OperatorSamples
 
 __all__ = [
@@ -96,6 +97,11 @@ def build_timing(
     if node is None:
         node = default_node_for(dev.name)
     nd = node if isinstance(node, NodeSpec) else get_node(node)
+    # A warm cache is found from the inputs alone, without loading the samples.
+    fingerprint = input_fingerprint(spec, dev, nd, tp, pp, cfg, block_size)
+    cached = _from_memo(fingerprint, spec, tp, pp, cfg)
+    if cached is not None:
+        return cached
     # Lazy: the sources package pulls in parquet/YAML readers this module does not need.
     from vidur_fast.timing.sources import load_samples
 
@@ -111,7 +117,27 @@ def build_timing(
         block_size=block_size,
         precision=cfg.precision,
     )
-    return timing_from_samples(samples, spec, tp, pp, cfg, progress=progress)
+    timing = timing_from_samples(samples, spec, tp, pp, cfg, progress=progress)
+    if cfg.cache_mode in ("use", "refresh"):
+        write_memo(resolve_cache_dir(cfg), fingerprint, timing.meta["key"])
+    return timing
+
+
+def _from_memo(
+    fingerprint: str, model: ModelSpec, tp: int, pp: int, cfg: PredictorConfig
+) -> "TimingModel | None":
+    if cfg.cache_mode not in ("use", "require"):
+        return None
+    cache_dir = resolve_cache_dir(cfg)
+    key = read_memo(cache_dir, fingerprint)
+    if key is None:
+        return None
+    try:
+        arrays, record = load_entry(cache_dir, key)
+    except CacheMiss:
+        return None
+    meta = {**record, "from_cache": True, "cache_path": str(entry_paths(cache_dir, key)[0])}
+    return TimingModel(make_grids(**arrays), timing_params(model, tp, pp, cfg), meta)
 
 
 def timing_from_samples(

@@ -1,0 +1,234 @@
+"""Speed and memory of whole runs: one table over the reference scenarios.
+
+Each scenario runs in a fresh subprocess (simulate + write the run directory, as the CLI does),
+so wall time covers the whole process and peak RSS is per scenario. CPU time (user + sys of
+the process) is printed next to wall time: on a busy machine it is the steadier figure.
+Two runs per scenario: `cold` with an empty Numba cache (every kernel compiles), `warm` with
+the caches filled. Timing grids come from the grid cache in both (a missing grid is built
+in the first run). write_cpu_s: writing the run directory (metrics.h5, request CSV);
+loop_s / loop_cpu_s: the simulation loop alone (kernels already loaded);
+req/s = requests / loop_cpu_s.
+
+    python bench/run_all.py                      # every scenario, cold and warm
+    python bench/run_all.py --only conv25k s1    # a subset
+    python bench/run_all.py --no-cold            # warm runs only
+    python bench/run_all.py --no-request-csv     # without request_metrics.csv
+
+Scenarios that need files outside the repo (Vidur's S1 case, public traces) look for them
+under --shared (default: ../shared next to the repo) and are skipped when absent.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+# name -> (label, description)
+SCENARIOS = {
+    "s1": "S1 replay: Vidur case S1 via vidur-compat (Llama-3-8B, A100, sarathi), 1 replica",
+    "conv25k": "splitwise_conv lengths, Poisson 20 qps, sarathi, 4 replicas",
+    "mooncake12k": "Mooncake conversation trace, Llama-3.1-8B, vllm_v1 without prefix caching, "
+    "8 replicas",
+    "synth1m": "1M requests, splitwise_conv lengths, Poisson 300 qps, vllm_v1, 64 replicas",
+    "ctx128k": "Llama-3.1-8B, 130,000-token prompts + 1,000 output, vllm_v1, 1 replica",
+    "r1000": "1M requests, splitwise_conv lengths, Poisson 4,700 qps, vllm_v1, 1,000 replicas",
+}
+
+
+def scenario_config(name: str, shared: Path, out_dir: str):
+    """The SimConfig of one scenario (None when its input files are missing)."""
+    from dataclasses import replace
+
+    from vidur_fast.config import (
+        ClusterConfig,
+        OutputConfig,
+        SarathiScheduler,
+        SimConfig,
+        VllmV1Scheduler,
+    )
+    from vidur_fast.workload.config import (
+        FixedLengths,
+        PoissonIntervals,
+        SyntheticWorkload,
+        TraceLengths,
+        TraceWorkload,
+    )
+
+    out = OutputConfig(dir=out_dir)
+    conv = shared / "traces" / "vidur" / "splitwise_conv.csv.gz"
+    if name == "s1":
+        case = shared / "reference" / "vidur" / "cases" / "S1"
+        if not (case / "case.json").is_file():
+            return None
+        from vidur_fast.vidur_compat import config_from_vidur_args
+
+        spec = json.loads((case / "case.json").read_text())
+        subs = {"{PROFILES}": str(shared / "profiles" / "vidur_format"), "{CASE}": str(case)}
+        args = []
+        for a in spec["vidur_args"]:
+            for k, v in subs.items():
+                a = a.replace(k, v)
+            args.append(a)
+        return replace(config_from_vidur_args(args), output=out, quiet=True)
+    if name == "mooncake12k":
+        trace = shared / "traces" / "mooncake" / "conversation_trace.jsonl.gz"
+        if not trace.is_file():
+            return None
+        return SimConfig(
+            cluster=ClusterConfig(model="meta-llama/Llama-3.1-8B", num_replicas=8),
+            workload=TraceWorkload(path=str(trace)),
+            scheduler=VllmV1Scheduler(),
+            output=out,
+            quiet=True,
+        )
+    if name == "ctx128k":
+        return SimConfig(
+            cluster=ClusterConfig(model="meta-llama/Llama-3.1-8B"),
+            workload=SyntheticWorkload(
+                num_requests=200,
+                lengths=FixedLengths(prefill_tokens=130_000, decode_tokens=1_000),
+                intervals=PoissonIntervals(qps=0.05),
+            ),
+            scheduler=VllmV1Scheduler(),
+            output=out,
+            quiet=True,
+        )
+    if not conv.is_file():
+        return None
+    lengths = TraceLengths(path=str(conv))
+    n, replicas, qps, sched = {
+        "conv25k": (25_000, 4, 20.0, SarathiScheduler()),
+        "synth1m": (1_000_000, 64, 300.0, VllmV1Scheduler()),
+        "r1000": (1_000_000, 1000, 4700.0, VllmV1Scheduler()),
+    }[name]
+    return SimConfig(
+        cluster=ClusterConfig(num_replicas=replicas),
+        workload=SyntheticWorkload(
+            num_requests=n, lengths=lengths, intervals=PoissonIntervals(qps=qps)
+        ),
+        scheduler=sched,
+        output=out,
+        quiet=True,
+    )
+
+
+def worker(name: str, shared: Path, request_csv: bool = True) -> None:
+    """Run one scenario in this process and print one JSON line of figures."""
+    import resource
+    from dataclasses import replace
+
+    t0 = time.perf_counter()
+    from vidur_fast.api import simulate
+    from vidur_fast.outputs.writer import write_run
+
+    with tempfile.TemporaryDirectory(prefix="vidur-fast-bench-") as tmp:
+        cfg = scenario_config(name, shared, str(Path(tmp) / "run"))
+        if cfg is None:
+            print(json.dumps({"skipped": True}))
+            return
+        cfg = replace(cfg, output=replace(cfg.output, write_request_csv=request_csv))
+        t_sim, c_sim = time.perf_counter(), time.process_time()
+        result = simulate(cfg)
+        t_write, c_write = time.perf_counter(), time.process_time()
+        write_run(result, cfg.output)
+        t_end, c_end = time.perf_counter(), time.process_time()
+        s = result.summary
+        figures = {
+            "requests": s["num_requests"],
+            "completed": s["num_completed"],
+            "replicas": cfg.cluster.num_replicas,
+            "batches": s["num_batches"],
+            "batches_spilled": result.batch_log.spilled_rows,
+            "simulated_s": s["simulated_time_s"],
+            "phases_s": result.phases_s,
+            "import_s": t_sim - t0,
+            "simulate_s": t_write - t_sim,
+            "write_s": t_end - t_write,
+            "simulate_cpu_s": c_write - c_sim,
+            "write_cpu_s": c_end - c_write,
+        }
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    figures["cpu_s"] = usage.ru_utime + usage.ru_stime
+    figures["peak_rss_mb"] = usage.ru_maxrss / 1024
+    print(json.dumps(figures))
+
+
+def run_child(name: str, shared: Path, numba_cache: str | None, request_csv: bool) -> dict:
+    env = dict(os.environ)
+    if numba_cache is not None:
+        env["NUMBA_CACHE_DIR"] = numba_cache
+    cmd = [sys.executable, __file__, "--worker", name, "--shared", str(shared)]
+    if not request_csv:
+        cmd.append("--no-request-csv")
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        tail = proc.stderr.strip().splitlines()[-1:] or ["?"]
+        return {"error": tail[0], "wall_s": wall}
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out["wall_s"] = wall
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", nargs="+", choices=list(SCENARIOS), help="scenarios to run")
+    ap.add_argument("--no-cold", action="store_true", help="skip the empty-JIT-cache runs")
+    ap.add_argument("--shared", type=Path, default=REPO.parent / "shared")
+    ap.add_argument("--json", type=Path, help="also write every figure to this file")
+    ap.add_argument(
+        "--no-request-csv", action="store_true", help="do not write request_metrics.csv"
+    )
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        worker(args.worker, args.shared, not args.no_request_csv)
+        return
+    names = args.only or list(SCENARIOS)
+    rows = {}
+    header = (
+        f"{'scenario':<12} {'requests':>9} {'replicas':>8} {'cold_s':>7} {'warm_s':>7} "
+        f"{'warm_cpu_s':>10} {'write_cpu_s':>11} {'loop_s':>7} {'loop_cpu_s':>10} {'req/s':>9} "
+        f"{'rss_mb':>7}  notes"
+    )
+    print(header)
+    print("-" * len(header))
+    for name in names:
+        cold = None
+        if not args.no_cold:
+            with tempfile.TemporaryDirectory(prefix="vidur-fast-numba-") as cache:
+                cold = run_child(name, args.shared, cache, not args.no_request_csv)
+        warm = run_child(name, args.shared, None, not args.no_request_csv)
+        rows[name] = {"description": SCENARIOS[name], "cold": cold, "warm": warm}
+        if warm.get("skipped"):
+            print(f"{name:<12} skipped (input files not found under {args.shared})")
+            continue
+        if "error" in warm:
+            print(f"{name:<12} failed: {warm['error']}")
+            continue
+        ph = warm["phases_s"]
+        cold_s = f"{cold['wall_s']:7.2f}" if cold and "error" not in cold else "      -"
+        note = SCENARIOS[name]
+        if warm["batches_spilled"]:
+            note += f"; {warm['batches']:,} batches ({warm['batches_spilled']:,} spilled)"
+        print(
+            f"{name:<12} {warm['requests']:>9,} {warm['replicas']:>8,} {cold_s} "
+            f"{warm['wall_s']:7.2f} {warm['cpu_s']:10.2f} {warm['write_cpu_s']:11.2f} "
+            f"{ph['loop_s']:7.2f} "
+            f"{ph['loop_cpu_s']:10.2f} {warm['requests'] / ph['loop_cpu_s']:>9,.0f} "
+            f"{warm['peak_rss_mb']:>7,.0f}  {note}",
+            flush=True,
+        )
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,36 @@
+"""Engine state allocation: one kernel signature whatever the inputs look like."""
+
+import numba
+import numpy as np
+
+from vidur_fast.engine.state import alloc_reqs, kernel_array
+
+
+def _frozen(x):
+    x = np.array(x)
+    x.flags.writeable = False
+    return x
+
+
+def test_read_only_inputs_give_the_same_kernel_types():
+    n = 5
+    plain = alloc_reqs(
+        np.arange(n), np.full(n, 10), np.full(n, 3), np.full(n, -1), np.zeros(n + 1, np.int64)
+    )
+    frozen = alloc_reqs(
+        _frozen(np.arange(n)),
+        _frozen(np.full(n, 10, np.int32)),
+        _frozen(np.full(n, 3)),
+        _frozen(np.full(n, -1)),
+        _frozen(np.zeros(n + 1, np.int64)),
+    )
+    assert numba.typeof(frozen) == numba.typeof(plain)
+
+
+def test_kernel_array_copies_only_when_needed():
+    x = np.zeros(4)
+    assert kernel_array(x, np.float64) is x
+    strided = np.zeros(8)[::2]
+    assert kernel_array(strided, np.float64).flags.c_contiguous
+    y = kernel_array(_frozen(x), np.float64)
+    assert y.flags.writeable and y is not x
