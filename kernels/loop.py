@@ -3,6 +3,7 @@
 import numpy as np
 from numba import njit
 from vidur_fast.kernels.blocks import release_nb
+from vidur_fast.kernels.closed_loop import heap_peek_nb, heap_pop_nb, release_next_nb
 from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_MS, ReqStatus, SchedPolicy
 from vidur_fast.kernels.lifecycle import advance_legacy_nb, advance_v1_nb
 from vidur_fast.kernels.queues import run_remove_at_nb, wq_push_back_nb
@@ -179,10 +180,11 @@ def _launch_batch_nb(reps, reqs, log, grids, tp, p, r, s, now_ns):
 
 
 @njit(cache=True, nogil=True)
-def _finish_batch_nb(reps, reqs, hist, p, r, s, now_ns):
-    """Apply a finished batch: token updates, completions, frees, requeue the rest.
+def _finish_batch_nb(reps, reqs, hist, cl, p, r, s, now_ns):
+    """Apply a finished batch: token updates, completions, frees, requeue the rest; in a
+    closed loop each completion releases its client's next request.
 
-    Mutates: reps, reqs, hist.
+    Mutates: reps, reqs, hist, cl.
     Returns: requests completed (or -1 on a broken invariant).
     """
     done = 0
@@ -203,6 +205,8 @@ def _finish_batch_nb(reps, reqs, hist, p, r, s, now_ns):
             release_nb(reps, reqs, r, i, now_ns)
             on_request_end_nb(reps, reqs, p, r, i)
             done += 1
+            if cl.heap_t.shape[0] > 0:
+                release_next_nb(cl, reqs, i, now_ns)
             if v1:
                 for j in range(reps.run_n[r]):
                     if reps.run[r, j] == i:
@@ -218,21 +222,27 @@ def _finish_batch_nb(reps, reqs, hist, p, r, s, now_ns):
 
 
 @njit(cache=True, nogil=True)
-def run_nb(reqs, reps, log, hist, lstate, rstate, grids, tp, p, u_route, limit_ns, max_steps):
+def run_nb(reqs, reps, log, hist, lstate, rstate, cl, grids, tp, p, u_route, limit_ns, max_steps):
     """Advance the cluster until all requests finish, the time limit passes, the batch log
     fills, or max_steps loop iterations ran. Resumable: all progress lives in the arrays.
 
     Ties: arrivals at time t are routed before any replica event at t; replica events at the
     same time go in replica-id order; batch slots of one replica by end time then formation.
-    Mutates: reqs, reps, log, hist, lstate, rstate, grids.counters.
+    Arrivals come in index order (open loop) or, when cl has clients, from cl's heap of
+    released requests (closed loop; equal arrival times in request-id order).
+    Mutates: reqs, reps, log, hist, lstate, rstate, cl, grids.counters.
     Returns: status code (DONE, LOG_FULL, MAX_STEPS, TIME_LIMIT, BROKEN).
     """
     n = reqs.arrival_ns.shape[0]
     log_cap = log.start_ns.shape[0]
+    closed = cl.heap_t.shape[0] > 0
     for _ in range(max_steps):
         lstate[LS_STEPS] += 1
-        nr = lstate[LS_NEXT_REQ]
-        t_arr = reqs.arrival_ns[nr] if nr < n else NEVER
+        if closed:
+            nr, t_arr = heap_peek_nb(cl)
+        else:
+            nr = lstate[LS_NEXT_REQ]
+            t_arr = reqs.arrival_ns[nr] if nr < n else NEVER
         r, t_rep = _earliest_replica_nb(reps)
         if t_arr == NEVER and t_rep == NEVER:
             return DONE
@@ -240,9 +250,13 @@ def run_nb(reqs, reps, log, hist, lstate, rstate, grids, tp, p, u_route, limit_n
         if limit_ns > 0 and t_next > limit_ns:
             return TIME_LIMIT
         if t_arr <= t_rep:
+            if closed:
+                heap_pop_nb(cl)
             lstate[LS_NEXT_REQ] = nr + 1
             lstate[LS_NOW] = t_arr
             if reqs.rejected[nr] != 0:
+                if closed:  # the client gets its error at once and goes on
+                    release_next_nb(cl, reqs, nr, t_arr)
                 continue
             rr = route_request_nb(reps, reqs, rstate, p, nr, u_route[nr])
             reqs.replica[nr] = rr
@@ -261,7 +275,7 @@ def run_nb(reqs, reps, log, hist, lstate, rstate, grids, tp, p, u_route, limit_n
                 if s_end < 0 or reps.bat_seq[r, s] < reps.bat_seq[r, s_end]:
                     s_end = s
         if s_end >= 0:
-            d = _finish_batch_nb(reps, reqs, hist, p, r, s_end, t_rep)
+            d = _finish_batch_nb(reps, reqs, hist, cl, p, r, s_end, t_rep)
             if d < 0:
                 return BROKEN
             lstate[LS_DONE] += d

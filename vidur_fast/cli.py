@@ -1,4 +1,4 @@
-"""`vidur-fast` command line: simulate (default), profiles {list,build,show}."""
+"""`vidur-fast` command line: simulate (default), profiles {list,build,show}, validate."""
 
 import datetime
 import sys
@@ -8,7 +8,7 @@ import tyro
 
 from vidur_fast.errors import UserError
 
-COMMANDS = ("simulate", "profiles", "vidur-compat")
+COMMANDS = ("simulate", "profiles", "vidur-compat", "validate")
 
 
 def _die(msg: str) -> None:
@@ -107,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
             from vidur_fast.vidur_compat import main_compat
 
             return main_compat(argv)
+        if cmd == "validate":
+            from vidur_fast.validate_cmd import cmd_validate
+
+            return cmd_validate(argv)
         return cmd_profiles(argv)
     except UserError as exc:
         _die(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)

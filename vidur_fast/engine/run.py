@@ -9,9 +9,11 @@ import pandas as pd
 from vidur_fast.engine.state import alloc_hist, alloc_log, alloc_reps, alloc_reqs
 from vidur_fast.errors import UserError
 from vidur_fast.kernels import loop
-from vidur_fast.kernels.dtypes import NS_PER_S
+from vidur_fast.kernels.closed_loop import ClosedLoop
+from vidur_fast.kernels.dtypes import NEVER, NS_PER_S
 from vidur_fast.kernels.state import BatchLog, Reps, Reqs, SchedParams
 from vidur_fast.kernels.timing import TimingGrids, TimingParams
+from vidur_fast.workload.closed_loop import ClosedLoopPlan, closed_loop_state
 
 LOG_CAPACITY = 1 << 18
 STEPS_PER_CALL = 1 << 21
@@ -31,6 +33,7 @@ class EngineOutput:
     status: str
     end_ns: int
     loop_s: float
+    closed_loop: ClosedLoop | None = None
 
 
 def _log_frame(log: BatchLog) -> pd.DataFrame:
@@ -51,12 +54,20 @@ def run_engine(
     u_route: np.ndarray,
     time_limit_s: float = 0.0,
     progress: bool = False,
+    closed_loop: ClosedLoopPlan | None = None,
 ) -> EngineOutput:
-    """Simulate until every request finished (or was rejected) or the time limit passed."""
+    """Simulate until every request finished (or was rejected) or the time limit passed.
+
+    closed_loop: run N clients (arrival_s then holds each client's first send and +inf for
+    requests released during the run; reqs.arrival_ns holds the real times afterwards)."""
     import time
 
-    arrival_ns = np.round(np.asarray(arrival_s, dtype=np.float64) * NS_PER_S).astype(np.int64)
+    arrival_s = np.asarray(arrival_s, dtype=np.float64)
+    known = np.isfinite(arrival_s)
+    arrival_ns = np.full(arrival_s.shape[0], NEVER, dtype=np.int64)
+    arrival_ns[known] = np.round(arrival_s[known] * NS_PER_S).astype(np.int64)
     reqs = alloc_reqs(arrival_ns, prompt, decode, session, hash_off)
+    cl = closed_loop_state(closed_loop, arrival_ns.shape[0])
     reqs.rejected[:] = rejected
     reps = alloc_reps(sp.n_replicas, sp.pp, sp.batch_cap)
     log = alloc_log(LOG_CAPACITY)
@@ -65,7 +76,7 @@ def run_engine(
     rstate = np.zeros(4, dtype=np.int64)
     limit_ns = int(round(time_limit_s * NS_PER_S))
     n = arrival_ns.shape[0]
-    n_live = int((rejected == 0).sum())
+    n_live = int((rejected == 0).sum()) if closed_loop is None else n
     chunks = []
     bar = None
     if progress:
@@ -81,6 +92,7 @@ def run_engine(
             hist,
             lstate,
             rstate,
+            cl,
             grids,
             tparams,
             sp,
@@ -109,8 +121,11 @@ def run_engine(
     chunks.append(_log_frame(log))
     batches = pd.concat(chunks, ignore_index=True)
     end_ns = int(lstate[loop.LS_NOW])
+    if closed_loop is not None:  # only released requests had to finish
+        n_live = int(((reqs.arrival_ns != NEVER) & (rejected == 0)).sum())
     if n and status == loop.DONE and n_live and int(lstate[loop.LS_DONE]) != n_live:
         raise RuntimeError(
             f"engine finished with {n_live - int(lstate[loop.LS_DONE])} requests stuck"
         )
-    return EngineOutput(reqs, reps, batches, hist, STATUS_NAMES[status], end_ns, loop_s)
+    cl_out = cl if closed_loop is not None else None
+    return EngineOutput(reqs, reps, batches, hist, STATUS_NAMES[status], end_ns, loop_s, cl_out)

@@ -109,6 +109,7 @@ def build_timing(
         backend=cfg.backend,
         block_size=block_size,
         precision=cfg.precision,
+        kv_cache_dtype=cfg.kv_cache_dtype,
     )
     return timing_from_samples(samples, spec, tp, pp, cfg, progress=progress)
 

@@ -21,8 +21,12 @@ class PredictorConfig:
     """Directory in Vidur's data/profiling layout (compute/, network/); for source=vidur."""
     backend: Literal["vllm", "trtllm", "sglang"] = "vllm"
     """Serving framework whose kernels were measured (aiconfigurator source)."""
-    precision: Literal["bf16", "fp8"] = "bf16"
-    """GEMM precision of the measured kernels (aiconfigurator source)."""
+    precision: Literal["bf16", "fp8", "fp8_block"] = "bf16"
+    """Weight/GEMM precision: bf16, fp8 (per-tensor scaled) or fp8_block (128x128 block-scaled,
+    aiconfigurator only). fp8 weights also halve the weight memory of the planner."""
+    kv_cache_dtype: Literal["bf16", "fp16", "fp8"] = "bf16"
+    """KV-cache element type: attention kernels measured with it (aiconfigurator), KV bytes of
+    the roofline and the KV-cache save, and bytes per token in the memory planner."""
     regressor: Literal["random_forest", "polynomial"] = "random_forest"
     """Per-operator model: random forest (default) or polynomial least squares."""
     n_estimators: int = 100
@@ -79,7 +83,8 @@ class PredictorConfig:
 _CHOICES = {
     "source": ("aiconfigurator", "vidur", "roofline"),
     "backend": ("vllm", "trtllm", "sglang"),
-    "precision": ("bf16", "fp8"),
+    "precision": ("bf16", "fp8", "fp8_block"),
+    "kv_cache_dtype": ("bf16", "fp16", "fp8"),
     "regressor": ("random_forest", "polynomial"),
     "kv_rule": ("per_request", "sum"),
     "cache_mode": ("use", "ignore", "require", "refresh"),
