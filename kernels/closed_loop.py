@@ -5,6 +5,11 @@ and every completion (or up-front rejection) releases the next unreleased reques
 client at completion + think time. Released, not yet routed arrivals sit in a binary min-heap
 on (arrival, request id), so think times of any distribution keep arrivals in time order.
 An empty heap array (N = 0) means open loop: the loop then never calls these kernels.
+
+Between the client and the engine sits a serial front end (the API server: request parsing,
+tokenization): request i occupies it for ingest_ns[i] in send order, so a burst of sends reaches
+the engine spread out. The last token reaches the client respond_ns after the engine emits it,
+and only then does the client send again.
 """
 
 from typing import NamedTuple
@@ -24,6 +29,10 @@ class ClosedLoop(NamedTuple):
     think_ns: np.ndarray  # int64[n], think time before request i (pre-drawn)
     client: np.ndarray  # int64[n], client of request i (NO_ID until released)
     stop_ns: np.ndarray  # int64[1], no request is released to arrive after this (NEVER: none)
+    ingest_ns: np.ndarray  # int64[n], front-end service time of request i before the engine
+    ingested: np.ndarray  # int8[n], 1 once request i passed the front end
+    fe_free: np.ndarray  # int64[1], when the (serial) front end is free again
+    respond_ns: np.ndarray  # int64[1], engine -> client latency of each streamed token
 
 
 @njit(cache=True, nogil=True)
@@ -111,7 +120,7 @@ def release_next_nb(cl, reqs, done_req, now_ns):
     j = cl.next_release[0]
     if j >= reqs.arrival_ns.shape[0]:
         return NO_ID
-    t = now_ns + cl.think_ns[j]
+    t = now_ns + cl.respond_ns[0] + cl.think_ns[j]
     if t > cl.stop_ns[0]:
         return NO_ID
     if not heap_push_nb(cl, t, j):
@@ -120,3 +129,22 @@ def release_next_nb(cl, reqs, done_req, now_ns):
     cl.client[j] = cl.client[done_req]
     reqs.arrival_ns[j] = t
     return j
+
+
+@njit(cache=True, nogil=True)
+def front_end_nb(cl, i, t_ns):
+    """Request i, popped from the heap at t, passes the serial front end: the first time it
+    queues there (FIFO in send order, since pops come in time order) and is pushed back at the
+    time it reaches the engine; the second time (or with no ingest time) it is at the engine.
+
+    Mutates: cl (heap, ingested, fe_free).
+    Returns: True when request i is at the engine now (route it), False when deferred.
+    """
+    if cl.ingested[i] != 0 or cl.ingest_ns[i] == 0:
+        return True
+    start = t_ns if t_ns > cl.fe_free[0] else cl.fe_free[0]
+    t_engine = start + cl.ingest_ns[i]
+    cl.fe_free[0] = t_engine
+    cl.ingested[i] = 1
+    heap_push_nb(cl, t_engine, i)
+    return False

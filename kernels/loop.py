@@ -3,7 +3,12 @@
 import numpy as np
 from numba import njit
 from vidur_fast.kernels.blocks import release_nb
-from vidur_fast.kernels.closed_loop import heap_peek_nb, heap_pop_nb, release_next_nb
+from vidur_fast.kernels.closed_loop import (
+    front_end_nb,
+    heap_peek_nb,
+    heap_pop_nb,
+    release_next_nb,
+)
 from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_MS, ReqStatus, SchedPolicy
 from vidur_fast.kernels.lifecycle import advance_legacy_nb, advance_v1_nb
 from vidur_fast.kernels.queues import run_remove_at_nb, wq_push_back_nb
@@ -252,6 +257,8 @@ def run_nb(reqs, reps, log, hist, lstate, rstate, cl, grids, tp, p, u_route, lim
         if t_arr <= t_rep:
             if closed:
                 heap_pop_nb(cl)
+                if not front_end_nb(cl, nr, t_arr):
+                    continue
             lstate[LS_NEXT_REQ] = nr + 1
             lstate[LS_NOW] = t_arr
             if reqs.rejected[nr] != 0:

@@ -38,6 +38,11 @@ KV_DTYPES = {
     "fp8_e4m3": "fp8",
 }
 SUPPORTED_BACKENDS = ("", "vllm")
+# Host overhead of one engine step of vLLM's synchronous loop (schedule, prepare inputs, sample,
+# process outputs): a fixed part and a part per request in the batch. Estimated from decode-step
+# times isolated by pairs of benchmarks that differ only in output length (docs/validation.md).
+HOST_STEP_MS = 1.15
+HOST_PER_SEQ_MS = 0.038
 
 
 @dataclass(frozen=True)
@@ -61,10 +66,21 @@ class ValidateConfig:
         default_factory=lambda: VllmV1Scheduler(max_num_batched_tokens=8192, max_num_seqs=1024)
     )
     """vLLM engine settings (defaults: vLLM's for an OpenAI server on an 80 GB GPU)."""
-    predictor: PredictorConfig = field(default_factory=PredictorConfig)
-    """Timing model (default: aiconfigurator's measured vLLM kernels)."""
+    predictor: PredictorConfig = field(
+        default_factory=lambda: PredictorConfig(
+            cpu_overhead_ms=HOST_STEP_MS, cpu_overhead_per_seq_ms=HOST_PER_SEQ_MS
+        )
+    )
+    """Timing model (default: aiconfigurator's measured vLLM kernels plus the host overhead
+    of vLLM's synchronous engine loop, docs/validation.md)."""
     memory_margin_fraction: float = 0.1
     """GPU memory outside the engine's budget (vLLM gpu_memory_utilization 0.9)."""
+    ingest_ms: float = 2.0
+    """Serial front-end (API server) time per request before the engine sees it."""
+    ingest_us_per_token: float = 0.0
+    """Front-end time per prompt token (tokenization)."""
+    response_ms: float = 1.0
+    """Engine -> client latency of each streamed token."""
     seed: int = 0
     """Seed of the simulations."""
     quiet: bool = False
@@ -149,6 +165,9 @@ def row_config(row: BenchRow, cfg: ValidateConfig) -> SimConfig:
             num_requests=n_req,
             lengths=FixedLengths(prefill_tokens=row.isl, decode_tokens=row.osl),
             warmup_requests=warmup,
+            ingest_ms=cfg.ingest_ms,
+            ingest_us_per_token=cfg.ingest_us_per_token,
+            response_ms=cfg.response_ms,
         ),
         scheduler=cfg.scheduler,
         predictor=replace(cfg.predictor, precision=precision, kv_cache_dtype=kv_dtype),

@@ -60,6 +60,9 @@ class PredictorConfig:
     """Host launch overhead added to every TP all-reduce call (Vidur main uses 0.02)."""
     cpu_overhead_ms: float = 0.0
     """Fixed host overhead per pipeline stage (scheduling, sampling, input preparation)."""
+    cpu_overhead_per_seq_ms: float = 0.0
+    """Host overhead per request in the batch, per stage (per-request scheduling, input
+    preparation and output processing of a synchronous engine loop)."""
     kv_rule: Literal["per_request", "sum"] = "sum"
     """Prefill kv feature: sum of per-request kv rounded up to g (Vidur main), or the sum of kv
     rounded once (Vidur canary)."""
@@ -108,6 +111,7 @@ _NONNEG_FLOATS = (
     "prefill_batching_overhead",
     "nccl_launch_overhead_ms",
     "cpu_overhead_ms",
+    "cpu_overhead_per_seq_ms",
 )
 
 

@@ -36,6 +36,9 @@ class ClosedLoopPlan:
     warmup_requests: int
     warmup_s: float
     measure_s: float | None
+    ingest_s: np.ndarray
+    """float64[n] serial front-end time of request i."""
+    response_s: float
 
 
 def _fail(field: str, rule: str, value: object) -> None:
@@ -78,6 +81,9 @@ def validate_closed_loop(cfg: ClosedLoopWorkload, where: str = "workload") -> No
         _finite_at_least(f"{where}.measure_s", cfg.measure_s, 0.0, strict=True)
     if cfg.max_tokens is not None:
         _int_at_least(f"{where}.max_tokens", cfg.max_tokens, 2)
+    _finite_at_least(f"{where}.ingest_ms", cfg.ingest_ms, 0.0)
+    _finite_at_least(f"{where}.ingest_us_per_token", cfg.ingest_us_per_token, 0.0)
+    _finite_at_least(f"{where}.response_ms", cfg.response_ms, 0.0)
 
 
 def build_closed_loop(
@@ -114,6 +120,8 @@ def build_closed_loop(
         warmup_requests=cfg.warmup_requests,
         warmup_s=cfg.warmup_s,
         measure_s=cfg.measure_s,
+        ingest_s=1e-3 * cfg.ingest_ms + 1e-6 * cfg.ingest_us_per_token * prompt,
+        response_s=1e-3 * cfg.response_ms,
     )
     return table, plan
 
@@ -126,14 +134,19 @@ def closed_loop_state(plan: ClosedLoopPlan | None, n: int) -> ClosedLoop:
     """Kernel state for plan over n requests; plan None gives the open-loop (empty) state."""
     if plan is None:
         z = np.zeros(0, dtype=np.int64)
+        one = np.zeros(1, dtype=np.int64)
         return ClosedLoop(
-            z,
-            z.copy(),
-            np.zeros(1, np.int64),
-            np.zeros(1, np.int64),
-            z.copy(),
-            z.copy(),
-            np.full(1, NEVER, dtype=np.int64),
+            heap_t=z,
+            heap_i=z.copy(),
+            heap_n=one,
+            next_release=one.copy(),
+            think_ns=z.copy(),
+            client=z.copy(),
+            stop_ns=np.full(1, NEVER, dtype=np.int64),
+            ingest_ns=z.copy(),
+            ingested=np.zeros(0, dtype=np.int8),
+            fe_free=one.copy(),
+            respond_ns=one.copy(),
         )
     k = plan.n_clients
     client = np.full(n, NO_ID, dtype=np.int64)
@@ -148,6 +161,10 @@ def closed_loop_state(plan: ClosedLoopPlan | None, n: int) -> ClosedLoop:
         think_ns=_ns(plan.think_s),
         client=client,
         stop_ns=np.full(1, stop, dtype=np.int64),
+        ingest_ns=_ns(plan.ingest_s),
+        ingested=np.zeros(n, dtype=np.int8),
+        fe_free=np.zeros(1, dtype=np.int64),
+        respond_ns=np.full(1, int(round(plan.response_s * NS_PER_S)), dtype=np.int64),
     )
 
 

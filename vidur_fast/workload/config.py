@@ -172,6 +172,13 @@ class ClosedLoopWorkload:
     """Count only requests arriving in [warmup_s, warmup_s + measure_s) (None: no end)."""
     max_tokens: int | None = None
     """Cap on prompt + output tokens; longer requests shrink proportionally (None: no cap)."""
+    ingest_ms: float = 0.0
+    """Serial front-end (API server) time per request before the engine sees it."""
+    ingest_us_per_token: float = 0.0
+    """Front-end time per prompt token (tokenization), added to ingest_ms."""
+    response_ms: float = 0.0
+    """Latency from the engine emitting a token to the client receiving it (added to TTFT and
+    end-to-end latency; the client sends its next request only after its last token)."""
 
 
 TraceFormat = Literal["auto", "vidur", "mooncake", "azure"]
