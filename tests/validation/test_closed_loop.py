@@ -2,12 +2,12 @@
 
 import numpy as np
 import pytest
+from vidur_fast.kernels.dtypes import NS_PER_S, SchedPolicy
+from vidur_fast.kernels.timing import TimingParams
 
 from tests.scenario.engine_harness import linear_grids, params
 from vidur_fast.engine.run import run_engine
 from vidur_fast.errors import ConfigError
-from vidur_fast.kernels.dtypes import NS_PER_S, SchedPolicy
-from vidur_fast.kernels.timing import TimingParams
 from vidur_fast.workload.closed_loop import (
     ClosedLoopPlan,
     build_closed_loop,
