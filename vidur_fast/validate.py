@@ -81,6 +81,9 @@ class ValidateConfig:
     """Front-end time per prompt token (tokenization)."""
     response_ms: float = 1.0
     """Engine -> client latency of each streamed token."""
+    client_jitter_ms: float = 0.0
+    """Mean of an exponential delay between a client receiving its last token and sending
+    its next request (client event-loop and connection handling; 0 = none)."""
     seed: int = 0
     """Seed of the simulations."""
     quiet: bool = False
@@ -168,6 +171,8 @@ def row_config(row: BenchRow, cfg: ValidateConfig) -> SimConfig:
             ingest_ms=cfg.ingest_ms,
             ingest_us_per_token=cfg.ingest_us_per_token,
             response_ms=cfg.response_ms,
+            think_time_s=cfg.client_jitter_ms / 1e3,
+            think_time="exponential",
         ),
         scheduler=cfg.scheduler,
         predictor=replace(cfg.predictor, precision=precision, kv_cache_dtype=kv_dtype),

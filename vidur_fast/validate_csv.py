@@ -28,7 +28,8 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "tpot_ms": ("tpot_ms", "mean_tpot_ms", "silicon_tpot_ms"),
 }
 REQUIRED = ("model", "device", "tp", "concurrency", "isl", "osl", "ttft_ms", "tpot_ms")
-INT_FIELDS = ("tp", "pp", "concurrency", "isl", "osl", "num_requests")
+# integer field -> smallest allowed value
+INT_FIELDS = {"tp": 1, "pp": 1, "concurrency": 1, "isl": 1, "osl": 1, "num_requests": 0}
 FLOAT_FIELDS = ("ttft_ms", "tpot_ms")
 
 
@@ -75,7 +76,7 @@ def _column_map(path: Path, columns: list[str]) -> dict[str, str]:
     return mapping
 
 
-def _cell(path: Path, i: int, col: str, value, kind: type):
+def _cell(path: Path, i: int, col: str, value, kind: type, low: int = 0):
     if kind is str:
         return (
             ""
@@ -87,9 +88,9 @@ def _cell(path: Path, i: int, col: str, value, kind: type):
     except (TypeError, ValueError):
         x = math.nan
     if kind is int:
-        if not math.isfinite(x) or x != int(x):
+        if not math.isfinite(x) or x != int(x) or x < low:
             raise TraceError(
-                f"{path}: row {i + 1}: column {col}: expected an integer, got {value!r}"
+                f"{path}: row {i + 1}: column {col}: expected an integer >= {low}, got {value!r}"
             )
         return int(x)
     if not math.isfinite(x) or x <= 0:
@@ -120,7 +121,7 @@ def read_bench_csv(path: str | Path) -> list[BenchRow]:
                 vals[field] = (
                     default
                     if (raw == "" and default is not None)
-                    else _cell(path, i, col or field, raw, int)
+                    else _cell(path, i, col or field, raw, int, INT_FIELDS[field])
                 )
             elif field in FLOAT_FIELDS:
                 vals[field] = _cell(path, i, col, raw, float)
