@@ -34,6 +34,9 @@ class VllmV1Scheduler:
     """Admit a request only if its whole current sequence fits in free blocks (vLLM default)."""
     max_model_len: int | None = None
     """Longest sequence a request may reach; None = the model's max_position_embeddings."""
+    max_num_partial_prefills: int = 0
+    """Most requests in their prefill per step (0 = no cap; 1 serialises prefills, as
+    NVIDIA's aiconfigurator models vLLM's default)."""
 
 
 @dataclass(frozen=True)

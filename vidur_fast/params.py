@@ -106,6 +106,11 @@ def build_setup(cfg: SimConfig, model: ModelSpec, device: DeviceSpec) -> EngineS
                     f"(got {s.long_prefill_token_threshold})"
                 )
             _positive("scheduler.max_model_len", s.max_model_len, allow_none=True)
+            if s.max_num_partial_prefills < 0:
+                raise ConfigError(
+                    "scheduler.max_num_partial_prefills: must be >= 0 "
+                    f"(got {s.max_num_partial_prefills})"
+                )
             plan = plan_tokens(
                 model, device, c.tp, c.pp, s.block_size, margin, **_memory_args(cfg, model)
             )
@@ -130,6 +135,7 @@ def build_setup(cfg: SimConfig, model: ModelSpec, device: DeviceSpec) -> EngineS
                 max_model_len=max_len,
                 reserve_full_seq=int(s.reserve_full_sequence),
                 fix_ft_leak=1,
+                max_partial_prefills=s.max_num_partial_prefills,
                 **common,
             )
             return EngineSetup(p, plan, s.block_size, max_len)

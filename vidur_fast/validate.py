@@ -63,9 +63,12 @@ class ValidateConfig:
     """Leave the first K x concurrency requests out of the means (0: every request counts,
     as `vllm bench serve` does)."""
     scheduler: VllmV1Scheduler = field(
-        default_factory=lambda: VllmV1Scheduler(max_num_batched_tokens=8192, max_num_seqs=1024)
+        default_factory=lambda: VllmV1Scheduler(
+            max_num_batched_tokens=8192, max_num_seqs=1024, max_num_partial_prefills=1
+        )
     )
-    """vLLM engine settings (defaults: vLLM's for an OpenAI server on an 80 GB GPU)."""
+    """vLLM engine settings (defaults: vLLM's for an OpenAI server on an 80 GB GPU, one
+    request in prefill per step)."""
     predictor: PredictorConfig = field(
         default_factory=lambda: PredictorConfig(
             cpu_overhead_ms=HOST_STEP_MS, cpu_overhead_per_seq_ms=HOST_PER_SEQ_MS

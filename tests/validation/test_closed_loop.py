@@ -148,3 +148,17 @@ def test_simulate_reports_real_arrivals_and_warmup_exclusion():
 def test_bad_closed_loop_config_names_the_field(field, kwargs):
     with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
         build_closed_loop(ClosedLoopWorkload(**kwargs), 0)
+
+
+@pytest.mark.parametrize("cap,first_batch", [(0, 3), (1, 1), (2, 2)])
+def test_max_partial_prefills_caps_prefills_per_step(cap, first_batch):
+    from tests.scenario.engine_harness import run
+
+    sp = params(SchedPolicy.VLLM_V1, chunk=4096)._replace(max_partial_prefills=cap)
+    out = run([0.0, 0.0, 0.0], [100, 100, 100], [4, 4, 4], sp)
+    sizes = out.batches["size"].tolist()
+    assert sizes[0] == first_batch
+    # decodes of admitted requests still run alongside the next prefill
+    if cap == 1:
+        assert out.batches["n_prefill_tokens"].tolist()[:3] == [100, 100, 100]
+        assert sizes[:3] == [1, 2, 3]

@@ -32,8 +32,8 @@ def test_all_90_rows(shared_dir):
     df, agg = run_validation(ValidateConfig(csv=str(shared_dir / CSV_NAME), quiet=True))
     assert agg["simulated"] == 90
     assert agg["tpot"]["mape_pct"] <= 10.0
-    # regression guard only: TTFT misses its 15% target (docs/validation.md)
-    assert agg["ttft"]["mape_pct"] <= 80.0
+    # regression guard only: TTFT misses its 15% target (24.3%, docs/validation.md)
+    assert agg["ttft"]["mape_pct"] <= 30.0
 
 
 def test_csv_columns_are_mapped_and_defaults_applied(shared_dir):
