@@ -3,6 +3,12 @@
 import numpy as np
 from numba import njit
 from vidur_fast.kernels.blocks import release_nb
+from vidur_fast.kernels.closed_loop import (
+    front_end_nb,
+    heap_peek_nb,
+    heap_pop_nb,
+    release_next_nb,
+)
 from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_MS, ReqStatus, SchedPolicy
 from vidur_fast.kernels.event_tree import tree_build_nb, tree_set_nb, tree_top_nb
 from vidur_fast.kernels.lifecycle import advance_legacy_nb, advance_v1_nb
@@ -188,10 +194,11 @@ def _launch_batch_nb(reps, reqs, log, grids, tp, p, r, s, now_ns):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _finish_batch_nb(reps, reqs, hist, p, r, s, now_ns):
-    """Apply a finished batch: token updates, completions, frees, requeue the rest.
+def _finish_batch_nb(reps, reqs, hist, cl, p, r, s, now_ns):
+    """Apply a finished batch: token updates, completions, frees, requeue the rest; in a
+    closed loop each completion releases its client's next request.
 
-    Mutates: reps, reqs, hist.
+    Mutates: reps, reqs, hist, cl.
     Returns: requests completed (or -1 on a broken invariant).
     """
     done = 0
@@ -212,6 +219,8 @@ def _finish_batch_nb(reps, reqs, hist, p, r, s, now_ns):
             release_nb(reps, reqs, r, i, now_ns)
             on_request_end_nb(reps, reqs, p, r, i)
             done += 1
+            if cl.heap_t.shape[0] > 0:
+                release_next_nb(cl, reqs, i, now_ns)
             if v1:
                 for j in range(reps.run_n[r]):
                     if reps.run[r, j] == i:
@@ -227,7 +236,7 @@ def _finish_batch_nb(reps, reqs, hist, p, r, s, now_ns):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def run_nb(reqs, reps, log, hist, lstate, rstate, grids, tp, p, u_route, limit_ns, max_steps):
+def run_nb(reqs, reps, log, hist, lstate, rstate, cl, grids, tp, p, u_route, limit_ns, max_steps):
     """Advance the cluster until all requests finish, the time limit passes, the batch log
     fills, or max_steps loop iterations ran. Resumable: all progress lives in the arrays.
 
@@ -235,16 +244,22 @@ def run_nb(reqs, reps, log, hist, lstate, rstate, grids, tp, p, u_route, limit_n
     same time go in replica-id order; batch slots of one replica by end time then formation.
     The earliest replica comes from a tournament tree (O(log R)): whenever a replica's wake
     or bat_end changes, _refresh_event_nb must re-key it before the next selection.
-    Mutates: reqs, reps, log, hist, lstate, rstate, grids.counters.
+    Arrivals come in index order (open loop) or, when cl has clients, from cl's heap of
+    released requests (closed loop; equal arrival times in request-id order).
+    Mutates: reqs, reps, log, hist, lstate, rstate, cl, grids.counters.
     Returns: status code (DONE, LOG_FULL, MAX_STEPS, TIME_LIMIT, BROKEN).
     """
     n = reqs.arrival_ns.shape[0]
     log_cap = log.start_ns.shape[0]
+    closed = cl.heap_t.shape[0] > 0
     _sync_events_nb(reps)
     for _ in range(max_steps):
         lstate[LS_STEPS] += 1
-        nr = lstate[LS_NEXT_REQ]
-        t_arr = reqs.arrival_ns[nr] if nr < n else NEVER
+        if closed:
+            nr, t_arr = heap_peek_nb(cl)
+        else:
+            nr = lstate[LS_NEXT_REQ]
+            t_arr = reqs.arrival_ns[nr] if nr < n else NEVER
         r, t_rep = tree_top_nb(reps.ev_key, reps.ev_node)
         if t_arr == NEVER and t_rep == NEVER:
             return DONE
@@ -252,9 +267,15 @@ def run_nb(reqs, reps, log, hist, lstate, rstate, grids, tp, p, u_route, limit_n
         if limit_ns > 0 and t_next > limit_ns:
             return TIME_LIMIT
         if t_arr <= t_rep:
+            if closed:
+                heap_pop_nb(cl)
+                if not front_end_nb(cl, nr, t_arr):
+                    continue
             lstate[LS_NEXT_REQ] = nr + 1
             lstate[LS_NOW] = t_arr
             if reqs.rejected[nr] != 0:
+                if closed:  # the client gets its error at once and goes on
+                    release_next_nb(cl, reqs, nr, t_arr)
                 continue
             rr = route_request_nb(reps, reqs, rstate, p, nr, u_route[nr])
             reqs.replica[nr] = rr
@@ -274,7 +295,7 @@ def run_nb(reqs, reps, log, hist, lstate, rstate, grids, tp, p, u_route, limit_n
                 if s_end < 0 or reps.bat_seq[r, s] < reps.bat_seq[r, s_end]:
                     s_end = s
         if s_end >= 0:
-            d = _finish_batch_nb(reps, reqs, hist, p, r, s_end, t_rep)
+            d = _finish_batch_nb(reps, reqs, hist, cl, p, r, s_end, t_rep)
             if d < 0:
                 return BROKEN
             lstate[LS_DONE] += d

@@ -64,10 +64,13 @@ def schedule_vllm_v1_nb(reps, reqs, p, r, s, now_ns):
     """
     budget = p.chunk_size
     preempted = False
+    n_prefill = 0  # requests of this batch still in their prefill (max_partial_prefills)
     k = 0
     while k < reps.run_n[r] and budget > 0:
         i = reps.run[r, k]
         seq = reqs.prompt[i] + reqs.generated[i]
+        if reqs.processed[i] < reqs.prompt[i]:
+            n_prefill += 1
         n = _cap_tokens_nb(reqs, reps, p, r, i, seq - reqs.processed[i], budget)
         if n <= 0:
             k += 1
@@ -90,6 +93,8 @@ def schedule_vllm_v1_nb(reps, reqs, p, r, s, now_ns):
     if preempted:
         return reps.bat_n[r, s]
     while reps.wq_head[r] != NO_ID and budget > 0 and reps.run_n[r] < p.batch_cap:
+        if p.max_partial_prefills > 0 and n_prefill >= p.max_partial_prefills:
+            break
         i = reps.wq_head[r]
         hit = 0  # prefix caching is applied by the block-pool variant
         seq = reqs.prompt[i] + reqs.generated[i]
@@ -112,4 +117,5 @@ def schedule_vllm_v1_nb(reps, reqs, p, r, s, now_ns):
         alloc_nb(reps, reqs, r, i, need, now_ns)
         batch_add_nb(reps, r, s, i, n)
         budget -= n
+        n_prefill += 1
     return reps.bat_n[r, s]

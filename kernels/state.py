@@ -106,3 +106,4 @@ class SchedParams(NamedTuple):
     max_model_len: int  # vLLM v1 cap on tokens per request
     reserve_full_seq: int  # vLLM v1 full-sequence admission gate
     fix_ft_leak: int  # free FasterTransformer requests when they finish (Vidur bug 4 fixed)
+    max_partial_prefills: int = 0  # vLLM v1: requests in prefill per step (0 = no cap)

@@ -49,6 +49,7 @@ class TimingParams(NamedTuple):
     kv_rule: int
     tp: int
     pp: int
+    cpu_overhead_per_seq_ms: float = 0.0  # host overhead per request in the batch, per stage
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -116,6 +117,7 @@ def stage_time_ms_nb(
             t *= 1.0 + tp_.prefill_overhead
         layer += t
     total = layer * tp_.layers_per_stage + tp_.cpu_overhead_ms
+    total += tp_.cpu_overhead_per_seq_ms * (n_dec + n_pre)
     if tp_.pp > 1 and not last_stage:
         total += grids.sendrecv_ms[
             _clamp_nb(c, CLAMP_TOKENS, t_rounded, grids.sendrecv_ms.shape[0])

@@ -26,6 +26,13 @@ from vidur_fast.params import build_setup, check_strict, rejection_codes
 from vidur_fast.timing.build import build_timing
 from vidur_fast.timing.config import validate_predictor
 from vidur_fast.workload.build import build_workload
+from vidur_fast.workload.closed_loop import build_closed_loop
+from vidur_fast.workload.closed_loop_metrics import (
+    closed_loop_arrivals,
+    closed_loop_metrics,
+    closed_loop_summary,
+)
+from vidur_fast.workload.config import ClosedLoopWorkload
 
 
 @dataclass
@@ -87,7 +94,11 @@ def simulate(
         from vidur_fast.errors import ConfigError
 
         raise ConfigError(f"time_limit_s: must be a finite number >= 0 (got {cfg.time_limit_s})")
-    wl = build_workload(cfg.workload, cfg.seed, block_size=setup.block_size)
+    closed_plan = None
+    if isinstance(cfg.workload, ClosedLoopWorkload):
+        wl, closed_plan = build_closed_loop(cfg.workload, cfg.seed)
+    else:
+        wl = build_workload(cfg.workload, cfg.seed, block_size=setup.block_size)
     rejected = rejection_codes(wl.prompt_tokens, wl.decode_tokens, setup)
     if cfg.strict:
         check_strict(rejected, wl.prompt_tokens, wl.decode_tokens, wl.source_row)
@@ -126,12 +137,16 @@ def simulate(
         u_route,
         cfg.time_limit_s,
         progress,
+        closed_loop=closed_plan,
     )
     phases["jit_s"] = out.jit_s
     phases["loop_s"] = out.loop_s
     phases["loop_cpu_s"] = out.loop_cpu_s
     t = time.perf_counter()
-    req = request_metrics(out.reqs, wl.arrival_s)
+    arrival_s = wl.arrival_s if closed_plan is None else closed_loop_arrivals(out.reqs)
+    req = request_metrics(out.reqs, arrival_s)
+    if closed_plan is not None:
+        req = closed_loop_metrics(req, closed_plan, out.closed_loop)
     replicas = _replica_table(out, setup.params, out.end_ns)
     c = grids.counters
     clamped = {
@@ -142,7 +157,7 @@ def simulate(
         "prefill_chunk": int(c[CLAMP_PREFILL_CHUNK]),
     }
     summary = build_summary(
-        req,
+        req if closed_plan is None else req[req["in_window"]],
         replicas,
         out.hist,
         out.end_ns / NS_PER_S,
@@ -152,6 +167,8 @@ def simulate(
         out.status,
     )
     summary["num_blocks_per_replica"] = int(setup.params.num_blocks)
+    if closed_plan is not None:
+        summary["closed_loop"] = closed_loop_summary(req, closed_plan)
     summary["timing_source"] = timing.meta.get("source")
     summary["timing_cache_key"] = timing.meta.get("key")
     phases["metrics_s"] = time.perf_counter() - t

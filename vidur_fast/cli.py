@@ -9,7 +9,15 @@ import tyro
 from vidur_fast.cli_errors import parse_args_or_raise
 from vidur_fast.errors import UserError
 
-COMMANDS = ("simulate", "profiles", "vidur-compat", "report", "sweep", "capacity")
+COMMANDS = (
+    "simulate",
+    "profiles",
+    "vidur-compat",
+    "report",
+    "sweep",
+    "capacity",
+    "validate",
+)
 
 
 def _die(msg: str) -> None:
@@ -106,6 +114,10 @@ def main(argv: list[str] | None = None) -> int:
             from vidur_fast.report import main_report
 
             return main_report(argv)
+        if cmd == "validate":
+            from vidur_fast.validate_cmd import cmd_validate
+
+            return cmd_validate(argv)
         return cmd_profiles(argv)
     except UserError as exc:
         _die(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)

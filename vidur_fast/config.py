@@ -5,12 +5,12 @@ config into kernel parameters. Nothing here writes files or changes values.
 """
 
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import Annotated, Literal
 
 import tyro
 
 from vidur_fast.timing.config import PredictorConfig
-from vidur_fast.workload.config import SyntheticWorkload, TraceWorkload
+from vidur_fast.workload.config import ClosedLoopWorkload, SyntheticWorkload, TraceWorkload
 
 # ---- replica schedulers ----
 
@@ -34,6 +34,9 @@ class VllmV1Scheduler:
     """Admit a request only if its whole current sequence fits in free blocks (vLLM default)."""
     max_model_len: int | None = None
     """Longest sequence a request may reach; None = the model's max_position_embeddings."""
+    max_num_partial_prefills: int = 0
+    """Most requests in their prefill per step (0 = no cap; 1 serialises prefills, as
+    NVIDIA's aiconfigurator models vLLM's default)."""
 
 
 @dataclass(frozen=True)
@@ -179,6 +182,10 @@ class ClusterConfig:
     """Identical replicas behind the router."""
     memory_margin_fraction: float = 0.1
     """GPU memory kept free by the planner."""
+    memory_model: Literal["vidur", "vllm"] = "vidur"
+    """KV planner accounting: vidur (SPEC 7: transformer-layer weights only) or vllm (also the
+    embedding and LM head, tied or not, the profiled activation peak and communication buffers,
+    vllm_v1 only); weight and KV dtypes come from predictor.precision / kv_cache_dtype."""
 
 
 @dataclass(frozen=True)
@@ -215,6 +222,7 @@ class SimConfig:
     workload: (
         Annotated[SyntheticWorkload, tyro.conf.subcommand("synthetic")]
         | Annotated[TraceWorkload, tyro.conf.subcommand("trace")]
+        | Annotated[ClosedLoopWorkload, tyro.conf.subcommand("closed_loop")]
     ) = field(default_factory=SyntheticWorkload)
     scheduler: Scheduler = field(default_factory=VllmV1Scheduler)
     router: Router = field(default_factory=RoundRobinRouter)

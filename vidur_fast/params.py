@@ -18,7 +18,12 @@ from vidur_fast.config import (
     VllmV0Scheduler,
     VllmV1Scheduler,
 )
-from vidur_fast.engine.memory import MemoryPlan, plan_request_slots, plan_tokens
+from vidur_fast.engine.memory import (
+    MemoryPlan,
+    plan_request_slots,
+    plan_tokens,
+    vllm_runtime_bytes,
+)
 from vidur_fast.errors import ConfigError
 from vidur_fast.kernels.dtypes import RouterPolicy, SchedPolicy
 from vidur_fast.kernels.state import SchedParams
@@ -85,6 +90,21 @@ def router_code(cfg: SimConfig) -> int:
     raise ConfigError(f"router: unknown router {cfg.router!r}")
 
 
+def _memory_args(cfg: SimConfig, model: ModelSpec) -> dict:
+    """Token-planner dtypes and, for memory_model vllm, the vLLM runtime reserve."""
+    out = dict(weight_dtype=cfg.predictor.precision, kv_dtype=cfg.predictor.kv_cache_dtype)
+    mm = cfg.cluster.memory_model
+    if mm == "vllm":
+        s = cfg.scheduler
+        out["embeddings"] = True
+        out["runtime_bytes"] = vllm_runtime_bytes(
+            model, cfg.cluster.tp, s.max_num_batched_tokens, s.max_num_seqs
+        )
+    elif mm != "vidur":
+        raise ConfigError(f"cluster.memory_model: must be one of vidur, vllm (got {mm!r})")
+    return out
+
+
 def build_setup(cfg: SimConfig, model: ModelSpec, device: DeviceSpec) -> EngineSetup:
     """Validate the scheduler/cluster fields and derive kernel parameters."""
     c = cfg.cluster
@@ -113,7 +133,14 @@ def build_setup(cfg: SimConfig, model: ModelSpec, device: DeviceSpec) -> EngineS
                     f"(got {s.long_prefill_token_threshold})"
                 )
             _positive("scheduler.max_model_len", s.max_model_len, allow_none=True)
-            plan = plan_tokens(model, device, c.tp, c.pp, s.block_size, margin)
+            if s.max_num_partial_prefills < 0:
+                raise ConfigError(
+                    "scheduler.max_num_partial_prefills: must be >= 0 "
+                    f"(got {s.max_num_partial_prefills})"
+                )
+            plan = plan_tokens(
+                model, device, c.tp, c.pp, s.block_size, margin, **_memory_args(cfg, model)
+            )
             blocks = s.num_blocks if s.num_blocks is not None else plan.num_blocks
             if blocks < 2:
                 raise ConfigError(f"scheduler.num_blocks: must be >= 2 (got {blocks})")
@@ -135,6 +162,7 @@ def build_setup(cfg: SimConfig, model: ModelSpec, device: DeviceSpec) -> EngineS
                 max_model_len=max_len,
                 reserve_full_seq=int(s.reserve_full_sequence),
                 fix_ft_leak=1,
+                max_partial_prefills=s.max_num_partial_prefills,
                 **common,
             )
             return EngineSetup(p, plan, s.block_size, max_len)
@@ -150,7 +178,22 @@ def build_setup(cfg: SimConfig, model: ModelSpec, device: DeviceSpec) -> EngineS
                 raise ConfigError(
                     f"scheduler.batch_size_cap: must be >= pp ({c.pp}) (got {s.batch_size_cap})"
                 )
-            plan = plan_request_slots(model, device, c.tp, c.pp, s.block_size, s.max_tokens, margin)
+            if c.memory_model != "vidur":
+                raise ConfigError(
+                    f"cluster.memory_model: {c.memory_model!r} needs scheduler vllm_v1 "
+                    "(the request-slot planner is Vidur's)"
+                )
+            plan = plan_request_slots(
+                model,
+                device,
+                c.tp,
+                c.pp,
+                s.block_size,
+                s.max_tokens,
+                margin,
+                weight_dtype=cfg.predictor.precision,
+                kv_dtype=cfg.predictor.kv_cache_dtype,
+            )
             blocks = s.num_blocks if s.num_blocks is not None else plan.num_blocks
             wm_frac = getattr(s, "watermark_blocks_fraction", 0.0)
             if not 0.0 <= wm_frac < 1.0:

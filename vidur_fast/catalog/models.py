@@ -59,6 +59,14 @@ class ModelSpec:
         mlp = (3 if self.use_gated_mlp else 2) * e * self.mlp_hidden_dim // tp
         return (qkv + out + mlp) * (self.num_layers // pp)
 
+    def embedding_params_per_device(self, tp: int, pp: int) -> int:
+        """Input embedding and LM head parameters on the most loaded device (vocabulary-parallel
+        over TP). With one stage both sit on every device, once if the weights are tied; with
+        several stages the embedding is on the first and the head on the last."""
+        one = -(-self.vocab_size // tp) * self.embedding_dim
+        copies = 2 if pp == 1 and not self.tie_word_embeddings else 1
+        return copies * one
+
     def check_parallelism(self, tp: int, pp: int) -> None:
         """Raise ConfigError unless TP divides the heads and PP divides the layers."""
         if tp < 1 or pp < 1:

@@ -10,9 +10,11 @@ from vidur_fast.engine.batch_store import BatchStore
 from vidur_fast.engine.state import alloc_hist, alloc_log, alloc_reps, alloc_reqs, kernel_array
 from vidur_fast.errors import UserError
 from vidur_fast.kernels import loop
-from vidur_fast.kernels.dtypes import NS_PER_S
+from vidur_fast.kernels.closed_loop import ClosedLoop
+from vidur_fast.kernels.dtypes import NEVER, NS_PER_S
 from vidur_fast.kernels.state import Reps, Reqs, SchedParams
 from vidur_fast.kernels.timing import TimingGrids, TimingParams
+from vidur_fast.workload.closed_loop import ClosedLoopPlan, closed_loop_state
 
 LOG_CAPACITY = 1 << 18
 STEPS_PER_CALL = 1 << 21
@@ -35,6 +37,7 @@ class EngineOutput:
     loop_cpu_s: float = 0.0
     jit_s: float = 0.0
     """Loading (or compiling) the kernels, before the loop proper."""
+    closed_loop: ClosedLoop | None = None
 
     @property
     def batches(self) -> pd.DataFrame:
@@ -56,16 +59,23 @@ def run_engine(
     time_limit_s: float = 0.0,
     progress: bool = False,
     log_capacity: int = LOG_CAPACITY,
+    closed_loop: ClosedLoopPlan | None = None,
 ) -> EngineOutput:
     """Simulate until every request finished (or was rejected) or the time limit passed.
 
     log_capacity: batch records held in memory; each time the log fills, its records are
     appended to the on-disk batch store and the loop resumes.
+    closed_loop: run N clients (arrival_s then holds each client's first send and +inf for
+    requests released during the run; reqs.arrival_ns holds the real times afterwards).
     """
     import time
 
-    arrival_ns = np.round(np.asarray(arrival_s, dtype=np.float64) * NS_PER_S).astype(np.int64)
+    arrival_s = np.asarray(arrival_s, dtype=np.float64)
+    known = np.isfinite(arrival_s)
+    arrival_ns = np.full(arrival_s.shape[0], NEVER, dtype=np.int64)
+    arrival_ns[known] = np.round(arrival_s[known] * NS_PER_S).astype(np.int64)
     reqs = alloc_reqs(arrival_ns, prompt, decode, session, hash_off)
+    cl = closed_loop_state(closed_loop, arrival_ns.shape[0])
     reqs.rejected[:] = rejected
     reps = alloc_reps(sp.n_replicas, sp.pp, sp.batch_cap)
     log = alloc_log(log_capacity)
@@ -78,7 +88,7 @@ def run_engine(
     rstate = np.zeros(4, dtype=np.int64)
     limit_ns = int(round(time_limit_s * NS_PER_S))
     n = arrival_ns.shape[0]
-    n_live = int((rejected == 0).sum())
+    n_live = int((rejected == 0).sum()) if closed_loop is None else n
     store = BatchStore.for_log(log)
     bar = None
     if progress:
@@ -88,7 +98,19 @@ def run_engine(
 
     def advance(max_steps: int) -> int:
         return loop.run_nb(
-            reqs, reps, log, hist, lstate, rstate, grids, tparams, sp, u_route, limit_ns, max_steps
+            reqs,
+            reps,
+            log,
+            hist,
+            lstate,
+            rstate,
+            cl,
+            grids,
+            tparams,
+            sp,
+            u_route,
+            limit_ns,
+            max_steps,
         )
 
     # A zero-step call loads (or compiles) the kernels, so loop_s is simulation time only.
@@ -123,10 +145,13 @@ def run_engine(
         raise UserError(f"simulation stopped with status {status}")
     store.keep_tail(log)
     end_ns = int(lstate[loop.LS_NOW])
+    if closed_loop is not None:  # only released requests had to finish
+        n_live = int(((reqs.arrival_ns != NEVER) & (rejected == 0)).sum())
     if n and status == loop.DONE and n_live and int(lstate[loop.LS_DONE]) != n_live:
         raise RuntimeError(
             f"engine finished with {n_live - int(lstate[loop.LS_DONE])} requests stuck"
         )
+    cl_out = cl if closed_loop is not None else None
     return EngineOutput(
-        reqs, reps, store, hist, STATUS_NAMES[status], end_ns, loop_s, loop_cpu_s, jit_s
+        reqs, reps, store, hist, STATUS_NAMES[status], end_ns, loop_s, loop_cpu_s, jit_s, cl_out
     )

@@ -68,6 +68,7 @@ def timing_params(model: ModelSpec, tp: int, pp: int, cfg: PredictorConfig) -> T
         decode_overhead=float(cfg.decode_batching_overhead) if gqa else 0.0,
         prefill_overhead=float(cfg.prefill_batching_overhead) if gqa else 0.0,
         cpu_overhead_ms=float(cfg.cpu_overhead_ms),
+        cpu_overhead_per_seq_ms=float(cfg.cpu_overhead_per_seq_ms),
         kv_rule=KV_RULE_PER_REQUEST if cfg.kv_rule == "per_request" else KV_RULE_SUM,
         tp=tp,
         pp=pp,
@@ -116,6 +117,7 @@ def build_timing(
         backend=cfg.backend,
         block_size=block_size,
         precision=cfg.precision,
+        kv_cache_dtype=cfg.kv_cache_dtype,
     )
     timing = timing_from_samples(samples, spec, tp, pp, cfg, progress=progress)
     if cfg.cache_mode in ("use", "refresh"):

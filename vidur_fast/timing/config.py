@@ -21,8 +21,12 @@ class PredictorConfig:
     """Directory in Vidur's data/profiling layout (compute/, network/); for source=vidur."""
     backend: Literal["vllm", "trtllm", "sglang"] = "vllm"
     """Serving framework whose kernels were measured (aiconfigurator source)."""
-    precision: Literal["bf16", "fp8"] = "bf16"
-    """GEMM precision of the measured kernels (aiconfigurator source)."""
+    precision: Literal["bf16", "fp8", "fp8_block"] = "bf16"
+    """Weight/GEMM precision: bf16, fp8 (per-tensor scaled) or fp8_block (128x128 block-scaled,
+    aiconfigurator only). fp8 weights also halve the weight memory of the planner."""
+    kv_cache_dtype: Literal["bf16", "fp16", "fp8"] = "bf16"
+    """KV-cache element type: attention kernels measured with it (aiconfigurator), KV bytes of
+    the roofline and the KV-cache save, and bytes per token in the memory planner."""
     regressor: Literal["random_forest", "polynomial"] = "random_forest"
     """Per-operator model: random forest (default) or polynomial least squares."""
     n_estimators: int = 100
@@ -56,6 +60,9 @@ class PredictorConfig:
     """Host launch overhead added to every TP all-reduce call (Vidur main uses 0.02)."""
     cpu_overhead_ms: float = 0.0
     """Fixed host overhead per pipeline stage (scheduling, sampling, input preparation)."""
+    cpu_overhead_per_seq_ms: float = 0.0
+    """Host overhead per request in the batch, per stage (per-request scheduling, input
+    preparation and output processing of a synchronous engine loop)."""
     kv_rule: Literal["per_request", "sum"] = "sum"
     """Prefill kv feature: sum of per-request kv rounded up to g (Vidur main), or the sum of kv
     rounded once (Vidur canary)."""
@@ -79,7 +86,8 @@ class PredictorConfig:
 _CHOICES = {
     "source": ("aiconfigurator", "vidur", "roofline"),
     "backend": ("vllm", "trtllm", "sglang"),
-    "precision": ("bf16", "fp8"),
+    "precision": ("bf16", "fp8", "fp8_block"),
+    "kv_cache_dtype": ("bf16", "fp16", "fp8"),
     "regressor": ("random_forest", "polynomial"),
     "kv_rule": ("per_request", "sum"),
     "cache_mode": ("use", "ignore", "require", "refresh"),
@@ -103,6 +111,7 @@ _NONNEG_FLOATS = (
     "prefill_batching_overhead",
     "nccl_launch_overhead_ms",
     "cpu_overhead_ms",
+    "cpu_overhead_per_seq_ms",
 )
 
 

@@ -6,6 +6,7 @@ table = build_workload(TraceWorkload("trace.jsonl.gz"), seed=0, need_hashes=True
 
 from vidur_fast.workload.build import build_workload
 from vidur_fast.workload.config import (
+    ClosedLoopWorkload,
     FixedLengths,
     GammaIntervals,
     IntervalGenerator,
@@ -27,6 +28,7 @@ from vidur_fast.workload.validate import validate_workload
 from vidur_fast.workload.writers import write_vidur_csv
 
 __all__ = [
+    "ClosedLoopWorkload",
     "FixedLengths",
     "GammaIntervals",
     "IntervalGenerator",

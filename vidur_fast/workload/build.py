@@ -5,7 +5,7 @@ import numpy as np
 from vidur_fast.errors import ConfigError, TraceError
 from vidur_fast.workload.clipping import clip_prompt, clip_proportional, first_over
 from vidur_fast.workload.columns import RowLocator
-from vidur_fast.workload.config import SyntheticWorkload, TraceWorkload
+from vidur_fast.workload.config import ClosedLoopWorkload, SyntheticWorkload, TraceWorkload
 from vidur_fast.workload.generators import (
     Stream,
     draw_arrivals,
@@ -24,7 +24,7 @@ from vidur_fast.workload.validate import (
 
 
 def build_workload(
-    cfg: SyntheticWorkload | TraceWorkload,
+    cfg: SyntheticWorkload | TraceWorkload | ClosedLoopWorkload,
     seed: int,
     *,
     block_size: int = 16,
@@ -41,6 +41,11 @@ def build_workload(
     """
     validate_build_args(seed, block_size)
     validate_workload(cfg, where)
+    if isinstance(cfg, ClosedLoopWorkload):
+        # arrivals are decided during the run; see workload.closed_loop for the plan
+        from vidur_fast.workload.closed_loop import build_closed_loop
+
+        return build_closed_loop(cfg, seed, where)[0]
     if isinstance(cfg, SyntheticWorkload):
         return _build_synthetic(cfg, seed, where)
     return _build_trace(cfg, block_size, need_hashes, where)

@@ -144,6 +144,43 @@ class SyntheticWorkload:
     """Cap on prompt + output tokens; longer requests shrink proportionally (None: no cap)."""
 
 
+@dataclass(frozen=True)
+class ClosedLoopWorkload:
+    """N concurrent clients: each sends its next request when its previous one completes (plus
+    an optional think time), like `vllm bench serve --max-concurrency N`. Arrival times are
+    known only during the run; metrics cover the requests of the measurement window."""
+
+    concurrency: int = 8
+    """Clients (requests in flight at most), >= 1."""
+    num_requests: int = 1000
+    """Requests sent in all (the clients share them in release order)."""
+    duration_s: float | None = None
+    """Stop sending new requests after this time (s); None: send all num_requests."""
+    lengths: LengthGenerator = FixedLengths()
+    """Prompt/output length generator (fixed or sampled per request)."""
+    think_time_s: float = 0.0
+    """Gap between a completion and the client's next request (mean when exponential)."""
+    think_time: Literal["fixed", "exponential"] = "fixed"
+    """Think-time distribution."""
+    ramp_up_s: float = 0.0
+    """Client c sends its first request at c * ramp_up_s / concurrency (0: all at t = 0)."""
+    warmup_requests: int = 0
+    """Leave the first K requests (in release order) out of the metrics."""
+    warmup_s: float = 0.0
+    """Leave requests arriving before this time out of the metrics."""
+    measure_s: float | None = None
+    """Count only requests arriving in [warmup_s, warmup_s + measure_s) (None: no end)."""
+    max_tokens: int | None = None
+    """Cap on prompt + output tokens; longer requests shrink proportionally (None: no cap)."""
+    ingest_ms: float = 0.0
+    """Serial front-end (API server) time per request before the engine sees it."""
+    ingest_us_per_token: float = 0.0
+    """Front-end time per prompt token (tokenization), added to ingest_ms."""
+    response_ms: float = 0.0
+    """Latency from the engine emitting a token to the client receiving it (added to TTFT and
+    end-to-end latency; the client sends its next request only after its last token)."""
+
+
 TraceFormat = Literal["auto", "vidur", "mooncake", "azure"]
 ClipRule = Literal["proportional", "prompt", "error"]
 
@@ -175,4 +212,5 @@ class TraceWorkload:
 Workload = (
     Annotated[SyntheticWorkload, tyro.conf.subcommand("synthetic")]
     | Annotated[TraceWorkload, tyro.conf.subcommand("trace")]
+    | Annotated[ClosedLoopWorkload, tyro.conf.subcommand("closed_loop")]
 )

@@ -5,6 +5,7 @@ from numbers import Integral, Real
 
 from vidur_fast.errors import ConfigError
 from vidur_fast.workload.config import (
+    ClosedLoopWorkload,
     FixedLengths,
     GammaIntervals,
     PoissonIntervals,
@@ -127,6 +128,10 @@ def validate_workload(cfg: object, where: str = "workload") -> None:
             validate_synthetic(cfg, where)
         case TraceWorkload():
             validate_trace(cfg, where)
+        case ClosedLoopWorkload():
+            from vidur_fast.workload.closed_loop import validate_closed_loop
+
+            validate_closed_loop(cfg, where)
         case _:
             raise ConfigError(f"{where}: unknown workload type {type(cfg).__name__}")
 

@@ -31,13 +31,15 @@ def load_samples(
     backend: str = "vllm",
     block_size: int = 16,
     precision: str = "bf16",
+    kv_cache_dtype: str = "bf16",
 ) -> OperatorSamples:
     """Operator samples of `model` on `device` in `node` at the given TP and PP.
 
     profile_dir: the Vidur profiling directory (required for vidur) or a copy of
     aiconfigurator's systems directory (default: the installed aiconfigurator_core package).
     backend: aiconfigurator serving backend (vllm, trtllm, sglang). block_size: Vidur
-    attention.csv filter. precision: bf16 or fp8 GEMMs (aiconfigurator, roofline).
+    attention.csv filter. precision: bf16 or fp8 GEMMs (aiconfigurator, roofline; fp8_block
+    aiconfigurator only). kv_cache_dtype: bf16, fp16 or fp8 KV cache (attention and KV save).
     Raises ProfileError (one line naming the file/field and what is available) on bad input.
     """
     _check_source(source)
@@ -47,13 +49,17 @@ def load_samples(
         return vidur.load(
             model, device, node, tp, pp,
             profile_dir=profile_dir, block_size=block_size, precision=precision,
+            kv_cache_dtype=kv_cache_dtype,
         )  # fmt: skip
     if source == "aiconfigurator":
         return aiconfigurator.load(
             model, device, node, tp, pp,
             profile_dir=profile_dir, backend=backend, precision=precision,
+            kv_cache_dtype=kv_cache_dtype,
         )  # fmt: skip
-    return roofline.load(model, device, node, tp, pp, precision=precision)
+    return roofline.load(
+        model, device, node, tp, pp, precision=precision, kv_cache_dtype=kv_cache_dtype
+    )
 
 
 def available(source: str, profile_dir: str | Path | None = None) -> dict:

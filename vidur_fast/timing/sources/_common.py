@@ -18,11 +18,28 @@ MAX_KV = 131072  # cached-prefix length of prefill samples and kv length of deco
 MAX_CHUNK = 16384  # prefill chunk
 MAX_DECODE_BATCH = 512  # analytic decode samples (measured tables go further)
 PRECISIONS = ("bf16", "fp8")
+# bytes per KV-cache element by kv_cache_dtype (activations stay bf16)
+KV_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
 
 TOKEN_COLUMNS = ("op", "num_tokens", "time_ms")
 DECODE_COLUMNS = ("batch_size", "kv_len", "time_ms")
 PREFILL_COLUMNS = ("kv_len", "chunk", "time_ms")
 COMM_COLUMNS = ("num_tokens", "time_ms")
+
+
+def kv_bytes_of(source: str, kv_cache_dtype: str) -> int:
+    """Bytes per KV-cache element; ProfileError for an unknown dtype."""
+    if kv_cache_dtype not in KV_BYTES:
+        raise profile_error(
+            source, f"unknown kv_cache_dtype {kv_cache_dtype!r}; available: {join(KV_BYTES)}"
+        )
+    return KV_BYTES[kv_cache_dtype]
+
+
+def kv_provenance(kv_cache_dtype: str) -> dict:
+    """Provenance entry of the KV-cache dtype; a bf16/fp16 cache (same bytes, same kernels
+    measured) adds nothing, so the keys of grids built before the option existed still hold."""
+    return {} if KV_BYTES.get(kv_cache_dtype) == BF16_BYTES else {"kv_cache_dtype": kv_cache_dtype}
 
 
 def profile_error(source: str, message: str) -> ProfileError:
@@ -120,14 +137,17 @@ def linear_shapes(model: ModelSpec, tp: int) -> dict[str, tuple[int, int]]:
 # ---- memory-bound token ops ----
 
 
-def elementwise_bytes(model: ModelSpec, tp: int) -> dict[str, tuple[float, float]]:
+def elementwise_bytes(
+    model: ModelSpec, tp: int, kv_bytes: int = BF16_BYTES
+) -> dict[str, tuple[float, float]]:
     """Bytes each non-GEMM token op of one layer moves on one GPU: (per token, per call).
 
     bf16 activations. Norms read and write the full hidden row (not TP-sharded) plus their
     weight once; the residual add reads two rows and writes one; rope reads and writes the
     local q and k heads plus a cos/sin row (Qwen3's q/k norm is one more read+write, fused into
     this op); the gated activation reads gate and up and writes their product; the KV-cache
-    save reads the new K and V and writes them into the paged cache (plus an int64 slot index).
+    save reads the new K and V and writes them into the paged cache (plus an int64 slot index)
+    at kv_bytes per element (1 for an fp8 cache).
     """
     e, d = model.embedding_dim, model.head_dim
     hq, hkv = model.q_heads_per_worker(tp), model.kv_heads_per_worker(tp)
@@ -142,7 +162,7 @@ def elementwise_bytes(model: ModelSpec, tp: int) -> dict[str, tuple[float, float
         "attn_rope": (rope, 0.0),
         "mlp_act": (act, 0.0),
         "add": (3 * e * b, 0.0),
-        "attn_kv_cache_save": (4 * hkv * d * b + 8, 0.0),
+        "attn_kv_cache_save": (2 * hkv * d * (b + kv_bytes) + 8, 0.0),
     }
     if model.post_attn_norm:
         out["post_attention_layernorm"] = norm
@@ -150,12 +170,17 @@ def elementwise_bytes(model: ModelSpec, tp: int) -> dict[str, tuple[float, float
 
 
 def memory_bound_token_ops(
-    model: ModelSpec, tp: int, tokens: np.ndarray, bytes_per_s: float, const_ms: float
+    model: ModelSpec,
+    tp: int,
+    tokens: np.ndarray,
+    bytes_per_s: float,
+    const_ms: float,
+    kv_bytes: int = BF16_BYTES,
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """{op: (tokens, time_ms)} for the non-GEMM ops: bytes / effective bandwidth + constant."""
     tokens = np.asarray(tokens, dtype=np.int64)
     out = {}
-    for op, (per_token, fixed) in elementwise_bytes(model, tp).items():
+    for op, (per_token, fixed) in elementwise_bytes(model, tp, kv_bytes).items():
         t = (tokens * per_token + fixed) / bytes_per_s * 1e3 + const_ms
         out[op] = (tokens, t)
     return out

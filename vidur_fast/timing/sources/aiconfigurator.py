@@ -49,13 +49,19 @@ from vidur_fast.timing.sources._common import (
     frame,
     interp_loglog,
     join,
+    kv_bytes_of,
+    kv_provenance,
     linear_shapes,
     memory_bound_token_ops,
     profile_error,
     token_ops_frame,
 )
 
-GEMM_DTYPES = {"bf16": "bfloat16", "fp8": "fp8"}
+# precision -> gemm_dtype of the measured GEMMs: per-tensor fp8, or 128x128 block-scaled fp8
+# (the layout of DeepSeek-style and Qwen3 "-FP8" checkpoints)
+GEMM_DTYPES = {"bf16": "bfloat16", "fp8": "fp8", "fp8_block": "fp8_block"}
+# kv_cache_dtype -> kv_cache_dtype of the measured attention kernels (fp16 runs the bf16 ones)
+ATTN_KV_DTYPES = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8"}
 
 
 # ---- token ops ----
@@ -76,9 +82,8 @@ def _gemm_ops(table: GemmTable, model: ModelSpec, tp: int) -> dict:
 # ---- attention ----
 
 ATTN_KEYS = ("batch_size", "isl", "step", "num_heads", "num_key_value_heads", "head_dim", "latency")
-ATTN_FILTERS = {  # optional columns and the value kept
+ATTN_FILTERS = {  # optional columns and the value kept (kv_cache_dtype: see attention_rows)
     "attn_dtype": "bfloat16",
-    "kv_cache_dtype": "bfloat16",
     "window_size": 0,
     "beam_width": 1,
 }
@@ -106,15 +111,20 @@ def scale_above_floor(t: np.ndarray, ratio: float) -> np.ndarray:
     return floor + (t - floor) * ratio
 
 
-def attention_rows(path: Path, context: bool) -> pd.DataFrame:
-    df = read_table(path, ATTN_KEYS, tuple(ATTN_FILTERS) + ("kernel_source",))
+def attention_rows(path: Path, context: bool, kv_cache_dtype: str = "bf16") -> pd.DataFrame:
+    filters = {**ATTN_FILTERS, "kv_cache_dtype": ATTN_KV_DTYPES[kv_cache_dtype]}
+    df = read_table(path, ATTN_KEYS, tuple(filters) + ("kernel_source",))
     keep = (df.batch_size == 1) & (df.step == 0) if context else df.isl == 1
-    for col, val in ATTN_FILTERS.items():
+    for col, val in filters.items():
         if col in df:
             keep &= df[col] == val
+        elif col == "kv_cache_dtype" and val != "bfloat16":
+            keep &= False  # a table without the column measured a bf16 cache only
     rows = df[keep]
     if rows.empty:
-        raise profile_error(SOURCE, f"{path} has no bf16, full-window rows")
+        raise profile_error(
+            SOURCE, f"{path} has no full-window rows with a {kv_cache_dtype} KV cache"
+        )
     return rows
 
 
@@ -162,11 +172,20 @@ def equivalent_chunk(kv, chunk) -> np.ndarray:
     return (np.sqrt(1 + 8 * pairs) - 1) / 2
 
 
-def kv_read_floor_ms(kv, chunk, q: int, kvh: int, d: int, bytes_per_s: float, const_ms: float):
+def kv_read_floor_ms(
+    kv,
+    chunk,
+    q: int,
+    kvh: int,
+    d: int,
+    bytes_per_s: float,
+    const_ms: float,
+    kv_bytes: int = BF16_BYTES,
+):
     """Lower bound of chunked-prefill attention: read the whole K/V once, read Q, write O."""
     kv = np.asarray(kv, dtype=np.float64)
     c = np.asarray(chunk, dtype=np.float64)
-    nbytes = (kv + c) * 2 * kvh * d * BF16_BYTES + 2 * c * q * d * BF16_BYTES
+    nbytes = (kv + c) * 2 * kvh * d * kv_bytes + 2 * c * q * d * BF16_BYTES
     return nbytes / bytes_per_s * 1e3 + const_ms
 
 
@@ -335,6 +354,7 @@ def load(
     profile_dir=None,
     backend: str = "vllm",
     precision: str = "bf16",
+    kv_cache_dtype: str = "bf16",
 ) -> OperatorSamples:
     """Samples for one model/device/node/TP/PP from the aiconfigurator database."""
     system = system_for(device, profile_dir)
@@ -344,6 +364,7 @@ def load(
         raise profile_error(
             SOURCE, f"unknown precision {precision!r}; available: {join(GEMM_DTYPES)}"
         )
+    kvb = kv_bytes_of(SOURCE, kv_cache_dtype)
     versions, files = {}, []
 
     # token ops: measured GEMMs (interpolated to the model's shapes) + memory-bound ops
@@ -353,7 +374,7 @@ def load(
     mem_bps = system.gpu("mem_bw") * system.gpu("mem_bw_empirical_scaling_factor")
     mem_const_ms = system.gpu("mem_empirical_constant_latency") * 1e3
     parts = _gemm_ops(table, model, tp)
-    parts.update(memory_bound_token_ops(model, tp, TOKEN_COUNTS, mem_bps, mem_const_ms))
+    parts.update(memory_bound_token_ops(model, tp, TOKEN_COUNTS, mem_bps, mem_const_ms, kvb))
     token_ops = token_ops_frame(parts)
 
     # attention
@@ -365,16 +386,16 @@ def load(
     if not gen_path.is_file():
         raise profile_error(SOURCE, f"missing {gen_path}")
     files += [ctx_path, gen_path]
-    ctx_rows = attention_rows(ctx_path, context=True)
+    ctx_rows = attention_rows(ctx_path, context=True, kv_cache_dtype=kv_cache_dtype)
     ctx_match = match_heads(ctx_rows, q, kvh, d)
     isl, t_full = full_prefill_curve(ctx_rows, ctx_match)
     kv, chunk = np.meshgrid(PREFILL_KV, np.union1d(PREFILL_CHUNKS, isl), indexing="ij")
     kv, chunk = kv.ravel(), chunk.ravel()
-    gen_rows = attention_rows(gen_path, context=False)
+    gen_rows = attention_rows(gen_path, context=False, kv_cache_dtype=kv_cache_dtype)
     gen_match = match_heads(gen_rows, q, kvh, d)
     decode, filled = decode_samples(gen_rows, gen_match)
     floor = np.maximum(
-        kv_read_floor_ms(kv, chunk, q, kvh, d, mem_bps, mem_const_ms),
+        kv_read_floor_ms(kv, chunk, q, kvh, d, mem_bps, mem_const_ms, kvb),
         single_decode_floor_ms(decode, kv, chunk),
     )
     prefill = frame(PREFILL_COLUMNS, kv, chunk, derive_prefill(isl, t_full, kv, chunk, floor))
@@ -404,6 +425,7 @@ def load(
         "system": system.name,
         "backend": backend,
         "precision": precision,
+        **kv_provenance(kv_cache_dtype),
         "versions": versions,
         "files": digests,
         "model": model.name,

@@ -26,6 +26,8 @@ from vidur_fast.timing.sources._common import (
     empty_frame,
     frame,
     join,
+    kv_bytes_of,
+    kv_provenance,
     linear_shapes,
     memory_bound_token_ops,
     profile_error,
@@ -80,23 +82,27 @@ def gemm_ms(rf: Roofline, m, n: int, k: int) -> np.ndarray:
     return np.maximum(flops / rf.gemm_flops, nbytes / rf.mem_bps) * 1e3 + KERNEL_OVERHEAD_MS
 
 
-def prefill_ms(rf: Roofline, kv, chunk, q: int, kvh: int, d: int) -> np.ndarray:
+def prefill_ms(
+    rf: Roofline, kv, chunk, q: int, kvh: int, d: int, kv_bytes: int = BF16_BYTES
+) -> np.ndarray:
     """One request's causal prefill of `chunk` new tokens over `kv` cached ones."""
     kv = np.asarray(kv, dtype=np.float64)
     c = np.asarray(chunk, dtype=np.float64)
     pairs = c * kv + c * (c + 1) / 2
     flops = 4.0 * q * d * pairs  # QK^T and PV, 2 FLOPs per multiply-add
-    nbytes = (kv + c) * 2 * kvh * d * BF16_BYTES + 2 * c * q * d * BF16_BYTES
+    nbytes = (kv + c) * 2 * kvh * d * kv_bytes + 2 * c * q * d * BF16_BYTES
     t = np.maximum(flops / rf.attention_flops, nbytes / rf.mem_bps)
     return t * 1e3 + ATTENTION_OVERHEAD_MS
 
 
-def decode_ms(rf: Roofline, batch, kv, q: int, kvh: int, d: int) -> np.ndarray:
+def decode_ms(
+    rf: Roofline, batch, kv, q: int, kvh: int, d: int, kv_bytes: int = BF16_BYTES
+) -> np.ndarray:
     """One new token for each of `batch` requests, each attending to kv + 1 positions."""
     b = np.asarray(batch, dtype=np.float64)
     pos = np.asarray(kv, dtype=np.float64) + 1
     flops = 4.0 * b * q * d * pos
-    nbytes = b * pos * 2 * kvh * d * BF16_BYTES + 2 * b * q * d * BF16_BYTES
+    nbytes = b * pos * 2 * kvh * d * kv_bytes + 2 * b * q * d * BF16_BYTES
     t = np.maximum(flops / rf.attention_flops, nbytes / rf.mem_bps)
     return t * 1e3 + ATTENTION_OVERHEAD_MS
 
@@ -142,20 +148,24 @@ def load(
     pp: int,
     *,
     precision: str = "bf16",
+    kv_cache_dtype: str = "bf16",
 ) -> OperatorSamples:
     """Analytic samples on the standard grids (tokens, decode and prefill up to 128K)."""
     rf = Roofline.of(device, precision)
+    kvb = kv_bytes_of(SOURCE, kv_cache_dtype)
     parts = {
         op: (TOKEN_COUNTS, gemm_ms(rf, TOKEN_COUNTS, n, k))
         for op, (n, k) in linear_shapes(model, tp).items()
     }
-    parts.update(memory_bound_token_ops(model, tp, TOKEN_COUNTS, rf.mem_bps, KERNEL_OVERHEAD_MS))
+    parts.update(
+        memory_bound_token_ops(model, tp, TOKEN_COUNTS, rf.mem_bps, KERNEL_OVERHEAD_MS, kvb)
+    )
     q, kvh, d = model.q_heads_per_worker(tp), model.kv_heads_per_worker(tp), model.head_dim
 
     kv, chunk = (a.ravel() for a in np.meshgrid(PREFILL_KV, PREFILL_CHUNKS, indexing="ij"))
-    prefill = frame(PREFILL_COLUMNS, kv, chunk, prefill_ms(rf, kv, chunk, q, kvh, d))
+    prefill = frame(PREFILL_COLUMNS, kv, chunk, prefill_ms(rf, kv, chunk, q, kvh, d, kvb))
     b, kvd = (a.ravel() for a in np.meshgrid(DECODE_BATCHES, DECODE_KV, indexing="ij"))
-    decode = frame(DECODE_COLUMNS, b, kvd, decode_ms(rf, b, kvd, q, kvh, d))
+    decode = frame(DECODE_COLUMNS, b, kvd, decode_ms(rf, b, kvd, q, kvh, d, kvb))
 
     row_bytes = TOKEN_COUNTS * float(model.embedding_dim * BF16_BYTES)
     all_reduce = empty_frame(COMM_COLUMNS)
@@ -173,6 +183,7 @@ def load(
         "tp": tp,
         "pp": pp,
         "precision": precision,
+        **kv_provenance(kv_cache_dtype),
         "device_spec": [device.peak_bf16_tflops, device.peak_fp8_tflops, device.hbm_bandwidth_gbps],
         "node_spec": [
             node.gpus_per_node,

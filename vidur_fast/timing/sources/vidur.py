@@ -19,8 +19,10 @@ import pandas as pd
 from vidur_fast.catalog import DeviceSpec, ModelSpec, NodeSpec
 from vidur_fast.timing.samples import OperatorSamples
 from vidur_fast.timing.sources._common import (
+    BF16_BYTES,
     COMM_COLUMNS,
     DECODE_COLUMNS,
+    KV_BYTES,
     PREFILL_COLUMNS,
     empty_frame,
     file_digest,
@@ -238,6 +240,7 @@ def load(
     profile_dir,
     block_size: int = 16,
     precision: str = "bf16",
+    kv_cache_dtype: str = "bf16",
 ) -> OperatorSamples:
     """Samples for one model/device/node/TP/PP from a Vidur profiling directory."""
     if profile_dir is None:
@@ -248,6 +251,10 @@ def load(
     if precision != "bf16":
         raise profile_error(
             SOURCE, f"Vidur profiles are fp16/bf16 only (got precision {precision!r})"
+        )
+    if KV_BYTES.get(kv_cache_dtype) != BF16_BYTES:
+        raise profile_error(
+            SOURCE, f"Vidur profiles have a bf16/fp16 KV cache only (got {kv_cache_dtype!r})"
         )
     if not (root / "compute" / device.name).is_dir():
         devs = sorted(p.name for p in (root / "compute").glob("*") if p.is_dir())
