@@ -14,6 +14,9 @@ Layout (all in Reps, rows indexed by replica r):
   ht_key/ht_val     open-addressing (linear probing) table hash -> first block with that hash
   kv_list[r, s, :]  block ids of the request in list slot s, in token order
   kv_slot_stack     free list slots (a stack of slot ids), kv_slot_top its size
+  memo_*, kv_mark    the last lookup of the waiting head, valid until one of its hit blocks
+                    is evicted or changes between free and referenced, or its next chain hash
+                    is registered (a blocked head is looked up again every step)
 Requests hold a slot only while they hold blocks (running), so memory is bounded by
 replicas x max_num_seqs x max blocks per request, whatever the number of requests.
 """
@@ -207,6 +210,8 @@ def _register_nb(reps, r, b, h):
     """
     reps.kv_hash[r, b] = h
     reps.kv_dup[r, b] = NO_ID
+    if h == reps.memo_next_hash[r]:
+        reps.memo_req[r] = NO_ID
     c = _ht_find_nb(reps, r, h)
     if c == NO_ID:
         _ht_insert_nb(reps, r, h, b)
@@ -225,6 +230,7 @@ def _evict_nb(reps, r, b):
     Mutates: reps.kv_hash, kv_dup, ht_*, pc_evictions.
     Returns: nothing.
     """
+    _memo_touch_nb(reps, r, b)
     h = reps.kv_hash[r, b]
     c = _ht_find_nb(reps, r, h)
     head = reps.ht_val[r, c]
@@ -247,16 +253,30 @@ def _evict_nb(reps, r, b):
 
 
 @njit(cache=True, nogil=True)
+def _memo_touch_nb(reps, r, b):
+    """Drop the memoised head lookup if block b is one of its hit blocks.
+
+    Mutates: reps.memo_req.
+    Returns: nothing.
+    """
+    if reps.kv_mark[r, b] == reps.memo_stamp[r]:
+        reps.memo_req[r] = NO_ID
+
+
+@njit(cache=True, nogil=True)
 def lookup_hit_nb(reps, reqs, p, r, i, n_tokens):
     """Longest cached prefix of request i (whose sequence is n_tokens long) on replica r.
 
     NOTE(vllm): kv_cache_manager.get_computed_blocks: only full blocks hit, consecutive from
     block 0, and at most n_tokens - 1 tokens (the last token is recomputed for its logits),
     rounded down to a block.
-    Mutates: nothing.
+    Mutates: reps.memo_*, reps.kv_mark (the memo of the last lookup; results are unaffected).
     Returns: (hit blocks, hit blocks that are free, i.e. must be taken off the free list).
     """
+    if reps.memo_req[r] == i:
+        return reps.memo_hit[r], reps.memo_evictable[r]
     max_blocks = (n_tokens - 1) // p.block_size
+    stamp = reps.memo_stamp[r] + 1
     hit = 0
     evictable = 0
     while hit < max_blocks:
@@ -265,7 +285,13 @@ def lookup_hit_nb(reps, reqs, p, r, i, n_tokens):
             break
         if reps.kv_ref[r, b] == 0:
             evictable += 1
+        reps.kv_mark[r, b] = stamp
         hit += 1
+    reps.memo_stamp[r] = stamp
+    reps.memo_req[r] = i
+    reps.memo_hit[r] = hit
+    reps.memo_evictable[r] = evictable
+    reps.memo_next_hash[r] = block_hash_nb(reqs, i, hit) if hit < max_blocks else NO_HASH
     return hit, evictable
 
 
@@ -297,6 +323,7 @@ def touch_hit_nb(reps, reqs, r, i, n_hit):
     Returns: nothing.
     """
     s = reqs.kv_slot[i]
+    reps.memo_req[r] = NO_ID
     for k in range(n_hit):
         b = cached_block_nb(reps, r, block_hash_nb(reqs, i, k))
         if reps.kv_ref[r, b] == 0:
@@ -363,8 +390,10 @@ def free_request_blocks_nb(reps, reqs, r, i):
     for k in range(n - 1, -1, -1):
         b = reps.kv_list[r, s, k]
         reps.kv_ref[r, b] -= 1
-        if reps.kv_ref[r, b] == 0 and reps.kv_hash[r, b] != NO_HASH:
-            _fl_push_back_nb(reps, r, b)
+        if reps.kv_ref[r, b] == 0:
+            _memo_touch_nb(reps, r, b)
+            if reps.kv_hash[r, b] != NO_HASH:
+                _fl_push_back_nb(reps, r, b)
     # uncached blocks: pushing to the head in forward order leaves them in walk order
     for k in range(n):
         b = reps.kv_list[r, s, k]
@@ -394,6 +423,11 @@ def init_pool_nb(reps):
             reps.kv_dup[r, b] = NO_ID
             reps.kv_prev[r, b] = b - 1
             reps.kv_next[r, b] = b + 1 if b + 1 < U else NO_ID
+        reps.memo_req[r] = NO_ID
+        reps.memo_stamp[r] = 1
+        reps.memo_next_hash[r] = NO_HASH
+        for b in range(U):
+            reps.kv_mark[r, b] = 0
         reps.kv_fhead[r] = 0 if U > 0 else NO_ID
         reps.kv_ftail[r] = U - 1 if U > 0 else NO_ID
         reps.kv_nfree[r] = U

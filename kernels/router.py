@@ -54,9 +54,7 @@ def _route_prefix_aware_nb(reps, reqs, p, i):
         if reps.pending[r] > bound:
             continue
         m = longest_cached_prefix_nb(reps, reqs, p, r, i)
-        if m > best_len or (
-            m == best_len and m > 0 and reps.pending[r] < reps.pending[best]
-        ):
+        if m > best_len or (m == best_len and m > 0 and reps.pending[r] < reps.pending[best]):
             best = r
             best_len = m
     return best

@@ -29,6 +29,7 @@ from vidur_fast.kernels.queues import (
     wq_push_front_nb,
 )
 
+
 @njit(cache=True, nogil=True)
 def _cap_tokens_nb(reqs, reps, p, r, i, n, budget, running):
     """Apply the per-step caps to n new tokens of request i.

@@ -83,6 +83,12 @@ class Reps(NamedTuple):
     kv_list: np.ndarray  # int32[R, S, M], block ids per slot
     kv_slot_stack: np.ndarray  # int64[R, S]
     kv_slot_top: np.ndarray  # int64[R]
+    kv_mark: np.ndarray  # int64[R, U], memo stamp of the blocks in the memoised hit
+    memo_req: np.ndarray  # int64[R], request whose hit is memoised (NO_ID = none)
+    memo_hit: np.ndarray  # int64[R]
+    memo_evictable: np.ndarray  # int64[R]
+    memo_next_hash: np.ndarray  # int64[R], chain hash right after the hit (NO_HASH = none)
+    memo_stamp: np.ndarray  # int64[R]
     pc_query_tokens: np.ndarray  # int64[R], prompt tokens looked up at admission
     pc_hit_tokens: np.ndarray  # int64[R], tokens found cached at admission
     pc_evictions: np.ndarray  # int64[R], cached blocks reused for other tokens

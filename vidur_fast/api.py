@@ -8,8 +8,8 @@ import pandas as pd
 
 from vidur_fast.catalog import default_node_for, get_device, get_model, get_node
 from vidur_fast.config import PrefixAwareRouter, SimConfig, StickyRouter, VllmV1Scheduler
-from vidur_fast.errors import ConfigError
 from vidur_fast.engine.run import run_engine
+from vidur_fast.errors import ConfigError
 from vidur_fast.kernels.dtypes import NS_PER_S
 from vidur_fast.kernels.timing import (
     CLAMP_DECODE_BATCH,

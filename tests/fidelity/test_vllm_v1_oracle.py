@@ -39,8 +39,14 @@ def _open(case: Path, name: str):
 def _expected_rows(case: Path) -> list[tuple]:
     with _open(case, "schedule.csv") as f:
         return [
-            (int(r["step"]), int(r["pos"]), r["request_id"], r["kind"], int(r["start"]),
-             int(r["num_tokens"]))
+            (
+                int(r["step"]),
+                int(r["pos"]),
+                r["request_id"],
+                r["kind"],
+                int(r["start"]),
+                int(r["num_tokens"]),
+            )
             for r in csv.DictReader(f)
         ]
 
@@ -61,7 +67,7 @@ def test_replay_matches_vllm(case: Path):
         pytest.xfail("async scheduling (one step of output lag) is not modelled")
     got = replay_case(case)
     want = _expected_rows(case)
-    for k, (g, w) in enumerate(zip(got.rows, want)):
+    for k, (g, w) in enumerate(zip(got.rows, want, strict=False)):
         assert g == w, f"{case.name}: row {k} differs: got {g}, want {w}"
     assert len(got.rows) == len(want), f"{case.name}: {len(got.rows)} rows, want {len(want)}"
     hits, pre = _expected_requests(case)

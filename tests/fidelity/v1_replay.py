@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
-from vidur_fast.engine.state import alloc_hist, alloc_reps, alloc_reqs
 from vidur_fast.kernels.dtypes import NS_PER_S, ReqStatus, RouterPolicy, SchedPolicy
 from vidur_fast.kernels.loop import _finish_batch_nb
 from vidur_fast.kernels.queues import wq_push_back_nb
 from vidur_fast.kernels.sched_v1 import schedule_vllm_v1_nb
 from vidur_fast.kernels.state import SchedParams
+
+from vidur_fast.engine.state import alloc_hist, alloc_reps, alloc_reqs
 
 VOCAB_LO, VOCAB_HI = 100, 32000
 
@@ -212,4 +212,3 @@ def replay_case(case_dir: Path) -> ReplayResult:
         int(reps.pc_evictions[0]),
         int(reps.pc_hit_tokens[0]),
     )
-
