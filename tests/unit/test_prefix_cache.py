@@ -2,13 +2,13 @@
 
 import numpy as np
 import pytest
-
-from tests.scenario.engine_harness import G, GC, linear_grids, params
-from vidur_fast.engine.run import run_engine
-from vidur_fast.engine.state import alloc_reps, alloc_reqs
 from vidur_fast.kernels import prefix_cache as pc
 from vidur_fast.kernels.dtypes import NO_HASH, NO_ID, RouterPolicy, SchedPolicy
 from vidur_fast.kernels.timing import TimingParams
+
+from tests.scenario.engine_harness import GC, G, linear_grids, params
+from vidur_fast.engine.run import run_engine
+from vidur_fast.engine.state import alloc_reps, alloc_reqs
 
 
 def _free_order(reps, r=0):
@@ -129,3 +129,31 @@ def test_cache_aware_routers_follow_the_prefix(router):
     assert rep[0] != rep[1] and rep[2] == rep[0] and rep[3] == rep[1]
     if router == RouterPolicy.PREFIX_AWARE:
         assert list(out.reqs.cached_tokens) == [0, 0, 496, 496]
+
+
+def test_random_shared_prefix_run_returns_every_block_and_slot():
+    rng = np.random.default_rng(3)
+    n = 300
+    prompt = rng.integers(20, 600, n)
+    decode = rng.integers(1, 80, n)
+    # requests draw their prefix from 5 shared chains, then go private
+    chains = [list(rng.integers(1, 2**62, 40)) for _ in range(5)]
+    hashes = []
+    for k in range(n):
+        full = (prompt[k] + decode[k]) // 16
+        shared = int(rng.integers(0, full + 1))
+        c = chains[k % 5]
+        hashes.append(
+            [int(x) for x in c[: min(shared, 40)]]
+            + [10**15 + k * 1000 + j for j in range(max(0, full - min(shared, 40)))]
+        )
+    arrival = np.cumsum(rng.exponential(0.01, n))
+    out = _run(prompt, decode, arrival, hashes, n_rep=2, router=RouterPolicy.PREFIX_AWARE)
+    reps = out.reps
+    assert (out.reqs.status == 4).all()
+    U = reps.kv_ref.shape[1]
+    assert (reps.kv_nfree == U).all() and (reps.kv_ref == 0).all()
+    assert (reps.kv_slot_top == reps.kv_slot_stack.shape[1]).all()
+    for r in range(2):
+        assert sorted(_free_order(reps, r)) == list(range(U))
+    assert (reps.alloc_blocks == 0).all() and reps.pc_hit_tokens.sum() > 0
