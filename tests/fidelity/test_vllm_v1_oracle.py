@@ -64,7 +64,11 @@ def _expected_requests(case: Path) -> tuple[dict, dict]:
 def test_replay_matches_vllm(case: Path):
     meta = json.loads((case / "meta.json").read_text())
     if meta["config"].get("async_scheduling"):
-        pytest.xfail("async scheduling (one step of output lag) is not modelled")
+        pytest.xfail(
+            "async scheduling is not modelled: vLLM forms step N+1 before applying step N's "
+            "outputs (output placeholders let in-flight decodes be scheduled again), while the "
+            "engine applies a batch before forming the next"
+        )
     got = replay_case(case)
     want = _expected_rows(case)
     for k, (g, w) in enumerate(zip(got.rows, want, strict=False)):
