@@ -1,6 +1,12 @@
-"""Counted KV-block accounting (Vidur's allocation map: counts per request, no block ids)."""
+"""Counted KV-block accounting (Vidur's allocation map: counts per request, no block ids).
+
+Requests that hold blocks of the paged pool (vLLM v1 with prefix caching, kv_slot set) are
+released through the pool instead, so callers free every request the same way.
+"""
 
 from numba import njit
+from vidur_fast.kernels.dtypes import NO_ID
+from vidur_fast.kernels.prefix_cache import free_request_blocks_nb
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -57,9 +63,15 @@ def alloc_nb(reps, reqs, r, i, n, now_ns):
 def release_nb(reps, reqs, r, i, now_ns):
     """Free all blocks of request i on replica r.
 
-    Mutates: reps.alloc_*, reps.kv_*, reqs.blocks.
+    Mutates: reps.alloc_*, reps.kv_* (pool included), reqs.blocks, reqs.kv_slot.
     Returns: blocks freed.
     """
+    if reqs.kv_slot[i] != NO_ID:
+        _kv_touch_nb(reps, r, now_ns)
+        n = free_request_blocks_nb(reps, reqs, r, i)
+        reps.alloc_blocks[r] = reps.kv_ref.shape[1] - reps.kv_nfree[r]
+        reps.alloc_reqs[r] -= 1
+        return n
     n = reqs.blocks[i]
     if n == 0:
         return 0

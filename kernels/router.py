@@ -2,6 +2,10 @@
 
 from numba import njit
 from vidur_fast.kernels.dtypes import RouterPolicy
+from vidur_fast.kernels.prefix_cache import longest_cached_prefix_nb
+
+# rstate layout: [0] round-robin counter, [RSTATE_SESSIONS + s] replica of dense session s
+RSTATE_SESSIONS = 4
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -19,12 +23,53 @@ def _argmin_nb(x):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
+def _counts_prefill_nb(p):
+    """Whether the router's load is outstanding prefill tokens (lop and the routers that fall
+    back to it).
+
+    Mutates: nothing.
+    Returns: bool.
+    """
+    return (
+        p.router == RouterPolicy.LOP
+        or p.router == RouterPolicy.STICKY
+        or p.router == RouterPolicy.PREFIX_AWARE
+    )
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _route_prefix_aware_nb(reps, reqs, p, i):
+    """Replica holding the longest cached prefix of request i's prompt among those whose
+    outstanding prefill is within p.router_imbalance tokens of the least loaded; ties go to
+    the lower load, then the lower id. Without any cached prefix: least outstanding prefill.
+
+    Mutates: nothing.
+    Returns: replica index.
+    """
+    least = _argmin_nb(reps.pending)
+    bound = reps.pending[least] + p.router_imbalance
+    best = least
+    best_len = 0
+    for r in range(p.n_replicas):
+        if reps.pending[r] > bound:
+            continue
+        m = longest_cached_prefix_nb(reps, reqs, p, r, i)
+        if m > best_len or (m == best_len and m > 0 and reps.pending[r] < reps.pending[best]):
+            best = r
+            best_len = m
+    return best
+
+
+@njit(cache=True, nogil=True, _nrt=False)
 def route_request_nb(reps, reqs, rstate, p, i, u):
     """Choose the replica of request i.
 
-    rstate: int64 scratch (rstate[0] = round-robin counter); u: a pre-drawn uniform in [0, 1).
-    lor counts requests routed and not finished; lop counts prompt tokens routed whose prefill
-    has not completed (both +at routing, - at completion / first prefill end).
+    rstate: int64 scratch (rstate[0] = round-robin counter, then one replica per dense session
+    id for sticky routing, NO_ID until the session is first routed); u: a pre-drawn uniform in
+    [0, 1). lor counts requests routed and not finished; lop, sticky and prefix_aware count
+    prompt tokens routed whose prefill has not completed (+ at routing, - at first prefill end).
+    Sticky: a session stays on the replica of its first request (chosen by lop); requests
+    without a session go by lop.
     Mutates: rstate, reps.pending.
     Returns: replica index.
     """
@@ -38,11 +83,21 @@ def route_request_nb(reps, reqs, rstate, p, i, u):
         r = int(u * n)
         if r >= n:
             r = n - 1
+    elif p.router == RouterPolicy.STICKY:
+        sid = reqs.session[i]
+        if sid >= 0 and rstate[RSTATE_SESSIONS + sid] >= 0:
+            r = rstate[RSTATE_SESSIONS + sid]
+        else:
+            r = _argmin_nb(reps.pending)
+            if sid >= 0:
+                rstate[RSTATE_SESSIONS + sid] = r
+    elif p.router == RouterPolicy.PREFIX_AWARE:
+        r = _route_prefix_aware_nb(reps, reqs, p, i)
     else:
         r = _argmin_nb(reps.pending)
     if p.router == RouterPolicy.LOR:
         reps.pending[r] += 1
-    elif p.router == RouterPolicy.LOP:
+    elif _counts_prefill_nb(p):
         reps.pending[r] += reqs.prompt[i]
     return r
 
@@ -56,7 +111,7 @@ def on_prefill_end_nb(reps, reqs, p, r, i):
     Mutates: reps.pending.
     Returns: nothing.
     """
-    if p.router == RouterPolicy.LOP:
+    if _counts_prefill_nb(p):
         reps.pending[r] -= reqs.total[i] - reqs.orig_decode[i]
 
 

@@ -5,12 +5,23 @@ max_num_batched_tokens shared by decodes and prefill chunks; RUNNING requests in
 order, then WAITING requests FCFS only when nothing was preempted this step, stopping at the
 first that does not fit; block 0 is reserved (usable blocks = num_blocks - 1 is applied by the
 planner).
+
+Two block back-ends with the same decisions when nothing is cached: counted blocks
+(prefix caching off: only the free count matters) and the paged pool of prefix_cache.py
+(prefix caching on: block ids, LRU eviction, hits).
 """
 
 from numba import njit
-from vidur_fast.kernels.blocks import _ceil_div_nb, alloc_nb, release_nb
+from vidur_fast.kernels.blocks import _ceil_div_nb, _kv_touch_nb, alloc_nb, release_nb
 from vidur_fast.kernels.dtypes import NO_ID, ReqStatus
 from vidur_fast.kernels.lifecycle import batch_add_nb
+from vidur_fast.kernels.prefix_cache import (
+    acquire_slot_nb,
+    allocate_new_nb,
+    cache_full_blocks_nb,
+    lookup_hit_nb,
+    touch_hit_nb,
+)
 from vidur_fast.kernels.queues import (
     run_append_nb,
     run_pop_last_nb,
@@ -20,7 +31,7 @@ from vidur_fast.kernels.queues import (
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _cap_tokens_nb(reqs, reps, p, r, i, n, budget):
+def _cap_tokens_nb(reqs, reps, p, r, i, n, budget, running):
     """Apply the per-step caps to n new tokens of request i.
 
     Mutates: nothing.
@@ -33,10 +44,54 @@ def _cap_tokens_nb(reqs, reps, p, r, i, n, budget):
             n = p.long_prefill_threshold
     if n > budget:
         n = budget
-    room = p.max_model_len - reqs.processed[i] - 1
-    if p.max_model_len > 0 and n > room:
-        n = room
+    # NOTE(vllm): only running requests are capped at max_model_len - 1 - computed.
+    if running and p.max_model_len > 0:
+        room = p.max_model_len - reqs.processed[i] - 1
+        if n > room:
+            n = room
     return n
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _free_blocks_nb(reps, p, r):
+    """Blocks a request may take on replica r (free ones, cached-but-unreferenced included).
+
+    Mutates: nothing.
+    Returns: int.
+    """
+    if p.prefix_caching:
+        return reps.kv_nfree[r]
+    return p.num_blocks - reps.alloc_blocks[r]
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _pool_account_nb(reps, r):
+    """Refresh the used-block count and its peak after the pool changed.
+
+    Mutates: reps.alloc_blocks, reps.kv_peak.
+    Returns: nothing.
+    """
+    reps.alloc_blocks[r] = reps.kv_ref.shape[1] - reps.kv_nfree[r]
+    if reps.alloc_blocks[r] > reps.kv_peak[r]:
+        reps.kv_peak[r] = reps.alloc_blocks[r]
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _grow_running_nb(reps, reqs, p, r, i, need, n, now_ns):
+    """Give running request i the `need` blocks its next n tokens require.
+
+    Mutates: reps (blocks, pool), reqs.blocks / kv_cached.
+    Returns: nothing.
+    """
+    if not p.prefix_caching:
+        alloc_nb(reps, reqs, r, i, need, now_ns)
+        return
+    _kv_touch_nb(reps, r, now_ns)
+    allocate_new_nb(reps, reqs, r, i, need)
+    seq = reqs.prompt[i] + reqs.generated[i]
+    upto = reqs.processed[i] + n
+    cache_full_blocks_nb(reps, reqs, p, r, i, upto if upto < seq else seq)
+    _pool_account_nb(reps, r)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -56,6 +111,40 @@ def _preempt_v1_nb(reps, reqs, r, i, now_ns):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
+def _admit_nb(reps, reqs, p, r, i, hit_blocks, need, n, now_ns):
+    """Move the waiting head i to running with hit_blocks cached blocks and `need` new ones.
+
+    Mutates: reps (queues, blocks, pool, cache stats), reqs.
+    Returns: nothing.
+    """
+    seq = reqs.prompt[i] + reqs.generated[i]
+    hit = hit_blocks * p.block_size
+    wq_pop_front_nb(reps, reqs, r)
+    if reqs.status[i] == ReqStatus.WAITING:
+        # NOTE(vllm): num_cached_tokens is the hit of the first admission only.
+        reqs.cached_tokens[i] = hit
+    reqs.status[i] = ReqStatus.RUNNING
+    reqs.processed[i] = hit
+    run_append_nb(reps, r, i)
+    if not p.prefix_caching:
+        alloc_nb(reps, reqs, r, i, need, now_ns)
+        return
+    _kv_touch_nb(reps, r, now_ns)
+    if not acquire_slot_nb(reps, reqs, r, i):
+        raise ValueError("block-list slots exhausted: more running requests than max_num_seqs")
+    reps.alloc_reqs[r] += 1
+    # NOTE(vllm): allocate_slots touches the hit blocks before popping new ones, so a hit block
+    # that sat in the free queue can never be evicted by its own request's allocation.
+    touch_hit_nb(reps, reqs, r, i, hit_blocks)
+    allocate_new_nb(reps, reqs, r, i, need)
+    upto = hit + n
+    cache_full_blocks_nb(reps, reqs, p, r, i, upto if upto < seq else seq)
+    reps.pc_query_tokens[r] += seq
+    reps.pc_hit_tokens[r] += hit
+    _pool_account_nb(reps, r)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
 def schedule_vllm_v1_nb(reps, reqs, p, r, s, now_ns):
     """One vLLM v1 scheduling step on replica r into batch slot s.
 
@@ -71,13 +160,15 @@ def schedule_vllm_v1_nb(reps, reqs, p, r, s, now_ns):
         seq = reqs.prompt[i] + reqs.generated[i]
         if reqs.processed[i] < reqs.prompt[i]:
             n_prefill += 1
-        n = _cap_tokens_nb(reqs, reps, p, r, i, seq - reqs.processed[i], budget)
+        n = _cap_tokens_nb(reqs, reps, p, r, i, seq - reqs.processed[i], budget, True)
         if n <= 0:
             k += 1
             continue
         need = _ceil_div_nb(reqs.processed[i] + n, p.block_size) - reqs.blocks[i]
         scheduled = True
-        while need > p.num_blocks - reps.alloc_blocks[r]:
+        # NOTE(vllm): on allocation failure preempt the last running request (the most recently
+        # admitted) and retry; if that is the request itself, the running pass ends.
+        while need > _free_blocks_nb(reps, p, r):
             victim = run_pop_last_nb(reps, r)
             _preempt_v1_nb(reps, reqs, r, victim, now_ns)
             preempted = True
@@ -86,35 +177,42 @@ def schedule_vllm_v1_nb(reps, reqs, p, r, s, now_ns):
                 break
         if not scheduled:
             break
-        alloc_nb(reps, reqs, r, i, need, now_ns)
+        if need > 0:
+            _grow_running_nb(reps, reqs, p, r, i, need, n, now_ns)
+        elif p.prefix_caching:
+            seq_c = reqs.processed[i] + n
+            cache_full_blocks_nb(reps, reqs, p, r, i, seq_c if seq_c < seq else seq)
         batch_add_nb(reps, r, s, i, n)
         budget -= n
         k += 1
+    # NOTE(vllm): no admissions in a step that preempted.
     if preempted:
         return reps.bat_n[r, s]
     while reps.wq_head[r] != NO_ID and budget > 0 and reps.run_n[r] < p.batch_cap:
         if p.max_partial_prefills > 0 and n_prefill >= p.max_partial_prefills:
             break
         i = reps.wq_head[r]
-        hit = 0  # prefix caching is applied by the block-pool variant
         seq = reqs.prompt[i] + reqs.generated[i]
-        n = _cap_tokens_nb(reqs, reps, p, r, i, seq - hit, budget)
+        hit_blocks = 0
+        evictable = 0
+        if p.prefix_caching:
+            hit_blocks, evictable = lookup_hit_nb(reps, reqs, p, r, i, seq)
+        hit = hit_blocks * p.block_size
+        n = _cap_tokens_nb(reqs, reps, p, r, i, seq - hit, budget, False)
         if n <= 0:
             break
-        free = p.num_blocks - reps.alloc_blocks[r]
+        free = _free_blocks_nb(reps, p, r)
+        # NOTE(vllm): cached hit blocks nobody references sit in the free queue; taking them
+        # costs a free block each (get_num_blocks_to_allocate counts them).
         if p.reserve_full_seq:
             # NOTE(vllm): scheduler_reserve_full_isl gate: the whole current sequence must fit
             # now, although only the scheduled chunk is allocated.
-            if _ceil_div_nb(seq, p.block_size) > free:
+            if _ceil_div_nb(seq, p.block_size) - hit_blocks + evictable > free:
                 break
-        need = _ceil_div_nb(hit + n, p.block_size)
-        if need > free:
+        need = _ceil_div_nb(hit + n, p.block_size) - hit_blocks
+        if need + evictable > free:
             break
-        wq_pop_front_nb(reps, reqs, r)
-        reqs.status[i] = ReqStatus.RUNNING
-        reqs.processed[i] = hit
-        run_append_nb(reps, r, i)
-        alloc_nb(reps, reqs, r, i, need, now_ns)
+        _admit_nb(reps, reqs, p, r, i, hit_blocks, need, n, now_ns)
         batch_add_nb(reps, r, s, i, n)
         budget -= n
         n_prefill += 1

@@ -37,6 +37,9 @@ class Reqs(NamedTuple):
     tbt_max_ns: np.ndarray  # int64
     cached_tokens: np.ndarray  # int64, prefix-cache hit at first admission
     rejected: np.ndarray  # uint8, could never run (reason code)
+    hashes: np.ndarray  # int64[m], chained prefix-block hashes (hash_off indexes into it)
+    kv_slot: np.ndarray  # int64, block-list slot in the replica's pool (NO_ID = holds none)
+    kv_cached: np.ndarray  # int64, leading blocks of the request registered in the cache
 
 
 class Reps(NamedTuple):
@@ -68,6 +71,29 @@ class Reps(NamedTuple):
     kv_area: np.ndarray  # float64[R], integral of allocated blocks over time (block*ns)
     kv_last_ns: np.ndarray  # int64[R], time of the last kv_area update
     kv_peak: np.ndarray  # int64[R]
+    # paged block pool with prefix caching (kernels/prefix_cache.py); (R, 1) when unused
+    kv_ref: np.ndarray  # int32[R, U]
+    kv_hash: np.ndarray  # int64[R, U]
+    kv_dup: np.ndarray  # int32[R, U]
+    kv_prev: np.ndarray  # int32[R, U]
+    kv_next: np.ndarray  # int32[R, U]
+    kv_fhead: np.ndarray  # int64[R]
+    kv_ftail: np.ndarray  # int64[R]
+    kv_nfree: np.ndarray  # int64[R]
+    ht_key: np.ndarray  # int64[R, H], H a power of two
+    ht_val: np.ndarray  # int32[R, H]
+    kv_list: np.ndarray  # int32[R, S, M], block ids per slot
+    kv_slot_stack: np.ndarray  # int64[R, S]
+    kv_slot_top: np.ndarray  # int64[R]
+    kv_mark: np.ndarray  # int64[R, U], memo stamp of the blocks in the memoised hit
+    memo_req: np.ndarray  # int64[R], request whose hit is memoised (NO_ID = none)
+    memo_hit: np.ndarray  # int64[R]
+    memo_evictable: np.ndarray  # int64[R]
+    memo_next_hash: np.ndarray  # int64[R], chain hash right after the hit (NO_HASH = none)
+    memo_stamp: np.ndarray  # int64[R]
+    pc_query_tokens: np.ndarray  # int64[R], prompt tokens looked up at admission
+    pc_hit_tokens: np.ndarray  # int64[R], tokens found cached at admission
+    pc_evictions: np.ndarray  # int64[R], cached blocks reused for other tokens
 
 
 class BatchLog(NamedTuple):
@@ -107,3 +133,5 @@ class SchedParams(NamedTuple):
     reserve_full_seq: int  # vLLM v1 full-sequence admission gate
     fix_ft_leak: int  # free FasterTransformer requests when they finish (Vidur bug 4 fixed)
     max_partial_prefills: int = 0  # vLLM v1: requests in prefill per step (0 = no cap)
+    prefix_caching: int = 0  # vLLM v1: paged block pool with prefix caching
+    router_imbalance: int = 0  # prefix_aware: max pending-prefill tokens above the least loaded

@@ -9,9 +9,10 @@ import numpy as np
 import pandas as pd
 
 from vidur_fast.catalog import default_node_for, get_device, get_model, get_node
-from vidur_fast.config import SimConfig
+from vidur_fast.config import PrefixAwareRouter, SimConfig, StickyRouter, VllmV1Scheduler
 from vidur_fast.engine.batch_store import BatchStore
 from vidur_fast.engine.run import run_engine
+from vidur_fast.errors import ConfigError
 from vidur_fast.kernels.dtypes import NS_PER_S
 from vidur_fast.kernels.timing import (
     CLAMP_DECODE_BATCH,
@@ -71,8 +72,32 @@ def _replica_table(out, sp, end_ns: int) -> pd.DataFrame:
             "requests_completed": np.bincount(
                 out.reqs.replica[out.reqs.replica >= 0], minlength=sp.n_replicas
             )[: sp.n_replicas],
+            "prefix_cache_query_tokens": reps.pc_query_tokens.copy(),
+            "prefix_cache_hit_tokens": reps.pc_hit_tokens.copy(),
+            "prefix_cache_hit_rate": np.divide(
+                reps.pc_hit_tokens,
+                reps.pc_query_tokens,
+                out=np.zeros(sp.n_replicas),
+                where=reps.pc_query_tokens > 0,
+            ),
+            "prefix_cache_evictions": reps.pc_evictions.copy(),
         }
     )
+
+
+def _needs_hashes(cfg: SimConfig) -> bool:
+    """Block hashes are read only when prefix caching or the router uses them."""
+    s = cfg.scheduler
+    caching = isinstance(s, VllmV1Scheduler) and s.enable_prefix_caching
+    return caching or isinstance(cfg.router, PrefixAwareRouter)
+
+
+def _check_workload_for_router(cfg: SimConfig, wl) -> None:
+    if isinstance(cfg.router, StickyRouter) and not wl.has_sessions:
+        raise ConfigError(
+            "router: sticky needs session ids in the workload (a trace with a session_id "
+            "column); this workload has none"
+        )
 
 
 def simulate(
@@ -91,14 +116,17 @@ def simulate(
     node = get_node(cfg.cluster.node or default_node_for(device.name))
     setup = build_setup(cfg, model, device)
     if not (math.isfinite(cfg.time_limit_s) and cfg.time_limit_s >= 0):
-        from vidur_fast.errors import ConfigError
-
         raise ConfigError(f"time_limit_s: must be a finite number >= 0 (got {cfg.time_limit_s})")
     closed_plan = None
+    need_hashes = False
     if isinstance(cfg.workload, ClosedLoopWorkload):
         wl, closed_plan = build_closed_loop(cfg.workload, cfg.seed)
     else:
-        wl = build_workload(cfg.workload, cfg.seed, block_size=setup.block_size)
+        need_hashes = _needs_hashes(cfg)
+        wl = build_workload(
+            cfg.workload, cfg.seed, block_size=setup.block_size, need_hashes=need_hashes
+        )
+    _check_workload_for_router(cfg, wl)
     rejected = rejection_codes(wl.prompt_tokens, wl.decode_tokens, setup)
     if cfg.strict:
         check_strict(rejected, wl.prompt_tokens, wl.decode_tokens, wl.source_row)
@@ -138,6 +166,7 @@ def simulate(
         cfg.time_limit_s,
         progress,
         closed_loop=closed_plan,
+        hashes=wl.hashes if need_hashes and wl.has_hashes else None,
     )
     phases["jit_s"] = out.jit_s
     phases["loop_s"] = out.loop_s

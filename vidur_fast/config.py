@@ -37,6 +37,8 @@ class VllmV1Scheduler:
     max_num_partial_prefills: int = 0
     """Most requests in their prefill per step (0 = no cap; 1 serialises prefills, as
     NVIDIA's aiconfigurator models vLLM's default)."""
+    enable_prefix_caching: bool = True
+    """Reuse cached KV blocks of identical prompt prefixes (needs trace hashes; vLLM default)."""
 
 
 @dataclass(frozen=True)
@@ -154,11 +156,29 @@ class LeastOutstandingPrefillRouter:
     """Fewest prompt tokens routed whose prefill has not completed (ties: lowest id)."""
 
 
+@dataclass(frozen=True)
+class StickyRouter:
+    """All requests of a session go to the replica of its first request (chosen by lop);
+    requests without a session go by lop. Needs session ids in the workload."""
+
+
+@dataclass(frozen=True)
+class PrefixAwareRouter:
+    """Replica with the longest cached prefix of the prompt, among replicas whose outstanding
+    prefill is within max_imbalance_tokens of the least loaded; no cached prefix anywhere = lop.
+    Needs the vllm_v1 scheduler with prefix caching and a workload with block hashes."""
+
+    max_imbalance_tokens: int = 16384
+    """Outstanding prefill tokens a replica may have above the least loaded and still win."""
+
+
 Router = (
     Annotated[RoundRobinRouter, tyro.conf.subcommand("round_robin")]
     | Annotated[RandomRouter, tyro.conf.subcommand("random")]
     | Annotated[LeastOutstandingRequestsRouter, tyro.conf.subcommand("lor")]
     | Annotated[LeastOutstandingPrefillRouter, tyro.conf.subcommand("lop")]
+    | Annotated[StickyRouter, tyro.conf.subcommand("sticky")]
+    | Annotated[PrefixAwareRouter, tyro.conf.subcommand("prefix_aware")]
 )
 
 # ---- cluster and outputs ----

@@ -11,10 +11,12 @@ from vidur_fast.config import (
     LeastOutstandingRequestsRouter,
     LightLLMScheduler,
     OrcaScheduler,
+    PrefixAwareRouter,
     RandomRouter,
     RoundRobinRouter,
     SarathiScheduler,
     SimConfig,
+    StickyRouter,
     VllmV0Scheduler,
     VllmV1Scheduler,
 )
@@ -87,6 +89,10 @@ def router_code(cfg: SimConfig) -> int:
             return RouterPolicy.LOR
         case LeastOutstandingPrefillRouter():
             return RouterPolicy.LOP
+        case StickyRouter():
+            return RouterPolicy.STICKY
+        case PrefixAwareRouter():
+            return RouterPolicy.PREFIX_AWARE
     raise ConfigError(f"router: unknown router {cfg.router!r}")
 
 
@@ -105,6 +111,27 @@ def _memory_args(cfg: SimConfig, model: ModelSpec) -> dict:
     return out
 
 
+def _router_imbalance(cfg: SimConfig) -> int:
+    if isinstance(cfg.router, PrefixAwareRouter):
+        if cfg.router.max_imbalance_tokens < 0:
+            raise ConfigError(
+                "router.max_imbalance_tokens: must be >= 0 "
+                f"(got {cfg.router.max_imbalance_tokens})"
+            )
+        return cfg.router.max_imbalance_tokens
+    return 0
+
+
+def _check_prefix_router(cfg: SimConfig) -> None:
+    s = cfg.scheduler
+    if isinstance(cfg.router, PrefixAwareRouter) and not (
+        isinstance(s, VllmV1Scheduler) and s.enable_prefix_caching
+    ):
+        raise ConfigError(
+            "router: prefix_aware needs the vllm_v1 scheduler with enable_prefix_caching=True"
+        )
+
+
 def build_setup(cfg: SimConfig, model: ModelSpec, device: DeviceSpec) -> EngineSetup:
     """Validate the scheduler/cluster fields and derive kernel parameters."""
     c = cfg.cluster
@@ -115,6 +142,7 @@ def build_setup(cfg: SimConfig, model: ModelSpec, device: DeviceSpec) -> EngineS
             f"cluster.memory_margin_fraction: must be in [0, 1) (got {c.memory_margin_fraction})"
         )
     model.check_parallelism(c.tp, c.pp)
+    _check_prefix_router(cfg)
     s = cfg.scheduler
     _positive("scheduler.block_size", s.block_size)
     _positive("scheduler.num_blocks", s.num_blocks, allow_none=True)
@@ -163,6 +191,8 @@ def build_setup(cfg: SimConfig, model: ModelSpec, device: DeviceSpec) -> EngineS
                 reserve_full_seq=int(s.reserve_full_sequence),
                 fix_ft_leak=1,
                 max_partial_prefills=s.max_num_partial_prefills,
+                prefix_caching=int(s.enable_prefix_caching),
+                router_imbalance=_router_imbalance(cfg),
                 **common,
             )
             return EngineSetup(p, plan, s.block_size, max_len)

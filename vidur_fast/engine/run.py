@@ -11,7 +11,8 @@ from vidur_fast.engine.state import alloc_hist, alloc_log, alloc_reps, alloc_req
 from vidur_fast.errors import UserError
 from vidur_fast.kernels import loop
 from vidur_fast.kernels.closed_loop import ClosedLoop
-from vidur_fast.kernels.dtypes import NEVER, NS_PER_S
+from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_S, RouterPolicy
+from vidur_fast.kernels.router import RSTATE_SESSIONS
 from vidur_fast.kernels.state import Reps, Reqs, SchedParams
 from vidur_fast.kernels.timing import TimingGrids, TimingParams
 from vidur_fast.workload.closed_loop import ClosedLoopPlan, closed_loop_state
@@ -45,6 +46,25 @@ class EngineOutput:
         return self.batch_log.frame_ns()
 
 
+def _dense_sessions(session: np.ndarray) -> tuple[np.ndarray, int]:
+    """Session ids -> 0..S-1 (NO_ID stays), so the sticky router can use a flat table."""
+    out = np.full(session.shape[0], NO_ID, dtype=np.int64)
+    has = session != NO_ID
+    uniq, inv = np.unique(session[has], return_inverse=True)
+    out[has] = inv
+    return out, int(uniq.size)
+
+
+def _max_request_blocks(sp: SchedParams, prompt: np.ndarray, decode: np.ndarray) -> int:
+    """Longest block list one request can hold (sizes the pool's per-slot lists)."""
+    if not sp.prefix_caching:
+        return 0
+    longest = int((np.asarray(prompt) + np.asarray(decode)).max(initial=1))
+    if sp.max_model_len > 0:
+        longest = min(longest, sp.max_model_len)
+    return min(sp.num_blocks, -(-longest // sp.block_size) + 1)
+
+
 def run_engine(
     arrival_s: np.ndarray,
     prompt: np.ndarray,
@@ -60,6 +80,7 @@ def run_engine(
     progress: bool = False,
     log_capacity: int = LOG_CAPACITY,
     closed_loop: ClosedLoopPlan | None = None,
+    hashes: np.ndarray | None = None,
 ) -> EngineOutput:
     """Simulate until every request finished (or was rejected) or the time limit passed.
 
@@ -67,6 +88,8 @@ def run_engine(
     appended to the on-disk batch store and the loop resumes.
     closed_loop: run N clients (arrival_s then holds each client's first send and +inf for
     requests released during the run; reqs.arrival_ns holds the real times afterwards).
+    hashes: chained prefix-block hashes indexed by hash_off (prefix caching and the
+    prefix_aware router read them); None = no hashes.
     """
     import time
 
@@ -74,10 +97,19 @@ def run_engine(
     known = np.isfinite(arrival_s)
     arrival_ns = np.full(arrival_s.shape[0], NEVER, dtype=np.int64)
     arrival_ns[known] = np.round(arrival_s[known] * NS_PER_S).astype(np.int64)
-    reqs = alloc_reqs(arrival_ns, prompt, decode, session, hash_off)
+    session = np.asarray(session, dtype=np.int64)
+    n_sessions = 0
+    if sp.router == RouterPolicy.STICKY:
+        session, n_sessions = _dense_sessions(session)
+    if hashes is None:
+        hash_off = np.zeros(arrival_ns.shape[0] + 1, dtype=np.int64)
+    reqs = alloc_reqs(arrival_ns, prompt, decode, session, hash_off, hashes)
     cl = closed_loop_state(closed_loop, arrival_ns.shape[0])
     reqs.rejected[:] = rejected
-    reps = alloc_reps(sp.n_replicas, sp.pp, sp.batch_cap)
+    pool_blocks = sp.num_blocks if sp.prefix_caching else 0
+    reps = alloc_reps(
+        sp.n_replicas, sp.pp, sp.batch_cap, pool_blocks, _max_request_blocks(sp, prompt, decode)
+    )
     log = alloc_log(log_capacity)
     hist = alloc_hist()
     u_route = kernel_array(u_route, np.float64)
@@ -85,7 +117,8 @@ def run_engine(
     tables = {k: kernel_array(v, v.dtype) for k, v in grids._asdict().items() if k != "counters"}
     grids = grids._replace(**tables)
     lstate = np.zeros(loop.N_LS, dtype=np.int64)
-    rstate = np.zeros(4, dtype=np.int64)
+    rstate = np.full(RSTATE_SESSIONS + n_sessions, NO_ID, dtype=np.int64)
+    rstate[0] = 0
     limit_ns = int(round(time_limit_s * NS_PER_S))
     n = arrival_ns.shape[0]
     n_live = int((rejected == 0).sum()) if closed_loop is None else n

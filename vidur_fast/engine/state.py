@@ -4,6 +4,7 @@ import numpy as np
 
 from vidur_fast.kernels.dtypes import NEVER, NO_ID, ReqStatus
 from vidur_fast.kernels.event_tree import tree_size
+from vidur_fast.kernels.prefix_cache import init_pool_nb
 from vidur_fast.kernels.state import BatchLog, Reps, Reqs
 
 HIST_BUCKETS = 2400  # 1 us .. ~20 min at 1% relative width
@@ -24,6 +25,7 @@ def alloc_reqs(
     decode: np.ndarray,
     session: np.ndarray,
     hash_off: np.ndarray,
+    hashes: np.ndarray | None = None,
 ) -> Reqs:
     n = arrival_ns.shape[0]
     i64 = np.int64
@@ -65,10 +67,26 @@ def alloc_reqs(
         tbt_max_ns=full(0),
         cached_tokens=full(0),
         rejected=np.zeros(n, dtype=np.uint8),
+        hashes=np.ascontiguousarray(
+            np.zeros(0, dtype=i64) if hashes is None else hashes, dtype=i64
+        ),
+        kv_slot=full(NO_ID),
+        kv_cached=full(0),
     )
 
 
-def alloc_reps(n_replicas: int, pp: int, batch_cap: int) -> Reps:
+def alloc_reps(
+    n_replicas: int, pp: int, batch_cap: int, pool_blocks: int = 0, max_req_blocks: int = 0
+) -> Reps:
+    """pool_blocks > 0 allocates the paged block pool (prefix caching) with that many blocks
+    per replica and batch_cap block lists of max_req_blocks entries each."""
+    reps = _alloc_reps(n_replicas, pp, batch_cap, pool_blocks, max_req_blocks)
+    if pool_blocks > 0:
+        init_pool_nb(reps)
+    return reps
+
+
+def _alloc_reps(n_replicas: int, pp: int, batch_cap: int, pool_blocks: int, max_req_blocks: int):
     R = n_replicas
     i64 = np.int64
     # batch slots hold up to batch_cap requests plus scratch space at the tail
@@ -107,7 +125,40 @@ def alloc_reps(n_replicas: int, pp: int, batch_cap: int) -> Reps:
         kv_area=np.zeros(R, dtype=np.float64),
         kv_last_ns=z(R),
         kv_peak=z(R),
+        **_pool_arrays(R, batch_cap, pool_blocks, max_req_blocks),
     )
+
+
+def _pool_arrays(R: int, slots: int, U: int, M: int) -> dict:
+    if U <= 0:
+        slots = M = U = 1
+    H = 1 << max(1, int(2 * U - 1).bit_length())  # power of two >= 2U: load factor <= 1/2
+    i32, i64 = np.int32, np.int64
+    out = dict(
+        kv_ref=np.zeros((R, U), i32),
+        kv_hash=np.zeros((R, U), i64),
+        kv_dup=np.zeros((R, U), i32),
+        kv_prev=np.zeros((R, U), i32),
+        kv_next=np.zeros((R, U), i32),
+        kv_fhead=np.zeros(R, i64),
+        kv_ftail=np.zeros(R, i64),
+        kv_nfree=np.zeros(R, i64),
+        ht_key=np.zeros((R, H), i64),
+        ht_val=np.zeros((R, H), i32),
+        kv_list=np.zeros((R, slots, M), i32),
+        kv_slot_stack=np.zeros((R, slots), i64),
+        kv_slot_top=np.zeros(R, i64),
+        kv_mark=np.zeros((R, U), i64),
+        memo_req=np.full(R, NO_ID, i64),
+        memo_hit=np.zeros(R, i64),
+        memo_evictable=np.zeros(R, i64),
+        memo_next_hash=np.zeros(R, i64),
+        memo_stamp=np.zeros(R, i64),
+        pc_query_tokens=np.zeros(R, i64),
+        pc_hit_tokens=np.zeros(R, i64),
+        pc_evictions=np.zeros(R, i64),
+    )
+    return out
 
 
 def alloc_log(capacity: int) -> BatchLog:

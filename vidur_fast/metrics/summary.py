@@ -95,4 +95,29 @@ def build_summary(
     }
     for name in SUMMARY_METRICS:
         out[name] = describe(req[name].to_numpy()[done])
+    out.update(prefix_cache_summary(replicas))
+    out["prefill_e2e_time_replicawise"] = replicawise(req, "prefill_e2e_time", len(replicas))
     return out
+
+
+def prefix_cache_summary(replicas: pd.DataFrame) -> dict:
+    """Cluster-wide prefix-cache figures (tokens looked up / found at admission)."""
+    if "prefix_cache_query_tokens" not in replicas:
+        return {}
+    q = int(replicas["prefix_cache_query_tokens"].sum())
+    h = int(replicas["prefix_cache_hit_tokens"].sum())
+    return {
+        "prefix_cache_hit_rate": h / q if q else 0.0,
+        "prefix_cache_evictions": int(replicas["prefix_cache_evictions"].sum()),
+        "prefix_cache_hit_rate_per_replica": [
+            float(x) for x in replicas["prefix_cache_hit_rate"].to_numpy()
+        ],
+    }
+
+
+def replicawise(req: pd.DataFrame, metric: str, n_replicas: int) -> dict:
+    """A request metric's distribution per replica (completed requests), keyed by replica id."""
+    done = req["completed"].to_numpy()
+    rep = req["replica"].to_numpy()
+    x = req[metric].to_numpy()
+    return {str(r): describe(x[done & (rep == r)]) for r in range(n_replicas)}
