@@ -25,6 +25,7 @@ from vidur_fast.kernels.sched_v1 import schedule_vllm_v1_nb
 from vidur_fast.kernels.state import SchedParams
 
 from vidur_fast.engine.state import alloc_hist, alloc_reps, alloc_reqs
+from vidur_fast.workload.closed_loop import closed_loop_state
 
 VOCAB_LO, VOCAB_HI = 100, 32000
 
@@ -152,6 +153,7 @@ def replay_case(case_dir: Path) -> ReplayResult:
     decode = np.array([s.max_tokens for s in specs], dtype=np.int64)
     reqs = alloc_reqs(np.zeros(n, np.int64), prompt, decode, np.full(n, -1), hash_off, flat)
     reps = alloc_reps(1, 1, batch_cap, usable if apc else 0, -(-max_len // bs) + 1)
+    cl = closed_loop_state(None, n)  # open loop: arrivals are fed by this driver
     hist = alloc_hist()
 
     time_mode = cfg["arrival"] == "time"
@@ -198,7 +200,7 @@ def replay_case(case_dir: Path) -> ReplayResult:
         if nb > 0:
             was_done = reqs.status == ReqStatus.FINISHED
             reps.inflight[0] = 1
-            done += _finish_batch_nb(reps, reqs, hist, p, 0, 0, int(round(clock * NS_PER_S)))
+            done += _finish_batch_nb(reps, reqs, hist, cl, p, 0, 0, int(round(clock * NS_PER_S)))
             for i in np.flatnonzero((reqs.status == ReqStatus.FINISHED) & ~was_done):
                 flush = True
                 for dep in dependents.get(specs[i].rid, []):

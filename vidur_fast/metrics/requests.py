@@ -63,8 +63,6 @@ def request_metrics(reqs: Reqs, arrival_s: np.ndarray) -> pd.DataFrame:
             "tbt_max": np.where(tbt_n > 0, _s(reqs.tbt_max_ns), np.nan),
             "request_num_restarts": reqs.restarts,
             "request_num_prefill_tokens_cached": reqs.cached_tokens,
-            "cached_tokens": reqs.cached_tokens,
-            "num_restarts": reqs.restarts,
             "request_inter_arrival_delay": inter,
             "completed_at": c,
             "scheduled_at": s,

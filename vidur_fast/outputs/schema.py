@@ -67,6 +67,10 @@ REPLICA_COLUMNS = {
     "kv_usage_peak": ("fraction", "peak allocated / num_blocks"),
     "busy_fraction": ("fraction", "time the first stage was busy / simulated time"),
     "requests_completed": ("1", "requests routed to the replica"),
+    "prefix_cache_query_tokens": ("tokens", "prompt tokens looked up in the prefix cache"),
+    "prefix_cache_hit_tokens": ("tokens", "prompt tokens found in the prefix cache"),
+    "prefix_cache_hit_rate": ("fraction", "hit tokens / query tokens (every admission)"),
+    "prefix_cache_evictions": ("blocks", "cached blocks evicted to make room"),
 }
 
 # batch-log column -> time-series name; the rest of the numeric batch columns keep their names

@@ -45,10 +45,13 @@ _TIMING_CACHE = _LruCache(_TIMING_CACHE_SIZE)
 
 
 def flatten(d: dict, prefix: str = "") -> dict[str, Any]:
-    """{"tbt": {"p99": x}} -> {"tbt_p99": x}."""
+    """{"tbt": {"p99": x}} -> {"tbt_p99": x}. Per-replica breakdowns are left out: a sweep row
+    describes a deployment (each point's own run outputs keep the per-replica figures)."""
     out = {}
     for key, value in d.items():
         name = f"{prefix}_{key}" if prefix else str(key)
+        if isinstance(value, list) or str(key).endswith(("_replicawise", "_per_replica")):
+            continue
         if isinstance(value, dict):
             out.update(flatten(value, name))
         else:
