@@ -48,3 +48,4 @@ class RouterPolicy(IntEnum):
     LOP = 3
     STICKY = 4
     PREFIX_AWARE = 5
+    LEAST_WAITING = 6

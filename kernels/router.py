@@ -93,6 +93,10 @@ def route_request_nb(reps, reqs, rstate, p, i, u):
                 rstate[RSTATE_SESSIONS + sid] = r
     elif p.router == RouterPolicy.PREFIX_AWARE:
         r = _route_prefix_aware_nb(reps, reqs, p, i)
+    elif p.router == RouterPolicy.LEAST_WAITING:
+        # Vidur main's lor: the replica with the shortest waiting queue (running requests are
+        # not counted); the request joins that queue right away
+        r = _argmin_nb(reps.wq_len)
     else:
         r = _argmin_nb(reps.pending)
     if p.router == RouterPolicy.LOR:

@@ -147,6 +147,12 @@ class RandomRouter:
 
 
 @dataclass(frozen=True)
+class LeastWaitingRouter:
+    """Shortest waiting queue (running requests not counted; ties: lowest id), as Vidur main's
+    `lor` router does."""
+
+
+@dataclass(frozen=True)
 class LeastOutstandingRequestsRouter:
     """Fewest requests routed and not finished (ties: lowest replica id)."""
 
@@ -176,6 +182,7 @@ Router = (
     Annotated[RoundRobinRouter, tyro.conf.subcommand("round_robin")]
     | Annotated[RandomRouter, tyro.conf.subcommand("random")]
     | Annotated[LeastOutstandingRequestsRouter, tyro.conf.subcommand("lor")]
+    | Annotated[LeastWaitingRouter, tyro.conf.subcommand("least_waiting")]
     | Annotated[LeastOutstandingPrefillRouter, tyro.conf.subcommand("lop")]
     | Annotated[StickyRouter, tyro.conf.subcommand("sticky")]
     | Annotated[PrefixAwareRouter, tyro.conf.subcommand("prefix_aware")]

@@ -9,6 +9,7 @@ from vidur_fast.config import (
     FasterTransformerScheduler,
     LeastOutstandingPrefillRouter,
     LeastOutstandingRequestsRouter,
+    LeastWaitingRouter,
     LightLLMScheduler,
     OrcaScheduler,
     PrefixAwareRouter,
@@ -85,6 +86,8 @@ def router_code(cfg: SimConfig) -> int:
             return RouterPolicy.ROUND_ROBIN
         case RandomRouter():
             return RouterPolicy.RANDOM
+        case LeastWaitingRouter():
+            return RouterPolicy.LEAST_WAITING
         case LeastOutstandingRequestsRouter():
             return RouterPolicy.LOR
         case LeastOutstandingPrefillRouter():

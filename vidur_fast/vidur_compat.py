@@ -12,7 +12,7 @@ from pathlib import Path
 from vidur_fast.config import (
     ClusterConfig,
     FasterTransformerScheduler,
-    LeastOutstandingRequestsRouter,
+    LeastWaitingRouter,
     LightLLMScheduler,
     OrcaScheduler,
     OutputConfig,
@@ -190,7 +190,8 @@ def config_from_vidur_args(argv: list[str]) -> SimConfig:
     routers = {
         "round_robin": RoundRobinRouter(),
         "random": RandomRouter(),
-        "lor": LeastOutstandingRequestsRouter(),
+        # Vidur main's lor counts only the waiting queue
+        "lor": LeastWaitingRouter(),
     }
     if rtype not in routers:
         raise ConfigError(

@@ -19,7 +19,13 @@ from vidur_fast.engine.run import run_engine
 
 T, B, G, GC = 2048, 64, 64, 32
 CASES_PER_POLICY = 30
-ROUTERS = (RouterPolicy.ROUND_ROBIN, RouterPolicy.RANDOM, RouterPolicy.LOR, RouterPolicy.LOP)
+ROUTERS = (
+    RouterPolicy.ROUND_ROBIN,
+    RouterPolicy.RANDOM,
+    RouterPolicy.LOR,
+    RouterPolicy.LOP,
+    RouterPolicy.LEAST_WAITING,
+)
 PP_CAPABLE = (
     SchedPolicy.SARATHI,
     SchedPolicy.VLLM,

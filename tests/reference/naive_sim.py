@@ -169,7 +169,9 @@ def naive_sim(arrival_ns, prompt, decode, p, grids, tparams, u_route, rejected=N
             nxt += 1
             if rejected is not None and rejected[req.rid]:
                 continue
-            req.replica = router.route(req, float(u_route[req.rid]))
+            req.replica = router.route(
+                req, float(u_route[req.rid]), [len(x.sched.waiting) for x in reps]
+            )
             target = reps[req.replica]
             target.sched.add_request(req)
             if len(target.batches) < p.pp and target.wake == INF:

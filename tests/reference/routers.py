@@ -1,4 +1,4 @@
-"""Routers of the reference: round_robin, random (pre-drawn uniforms), lor, lop."""
+"""Routers of the reference: round_robin, random (pre-drawn uniforms), lor, lop, least_waiting."""
 
 from vidur_fast.kernels.dtypes import RouterPolicy
 
@@ -10,7 +10,7 @@ class Router:
         self.counter = 0
         self.pending = [0] * n_replicas  # lor: requests; lop: prompt tokens before prefill end
 
-    def route(self, req, u: float) -> int:
+    def route(self, req, u: float, waiting_lengths=None) -> int:
         if self.n == 1:
             r = 0
         elif self.policy == RouterPolicy.ROUND_ROBIN:
@@ -18,6 +18,8 @@ class Router:
             self.counter += 1
         elif self.policy == RouterPolicy.RANDOM:
             r = min(int(u * self.n), self.n - 1)
+        elif self.policy == RouterPolicy.LEAST_WAITING:
+            r = min(range(self.n), key=lambda k: (waiting_lengths[k], k))
         else:
             r = min(range(self.n), key=lambda k: (self.pending[k], k))
         if self.policy == RouterPolicy.LOR:
