@@ -127,7 +127,15 @@ def run_engine(
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=n_live, unit="req", desc="simulate", file=sys.stderr, leave=False)
+        # the first run after installing compiles the kernels (a minute or two): say so
+        bar = tqdm(
+            total=n_live,
+            unit="req",
+            desc="loading kernels (compiled once, cached)",
+            file=sys.stderr,
+            leave=False,
+            disable=None,  # no bar when stderr is not a terminal
+        )
 
     def advance(max_steps: int) -> int:
         return loop.run_nb(
@@ -149,6 +157,8 @@ def run_engine(
     # A zero-step call loads (or compiles) the kernels, so loop_s is simulation time only.
     t0 = time.perf_counter()
     advance(0)
+    if bar is not None:
+        bar.set_description_str("simulate", refresh=False)
     jit_s = time.perf_counter() - t0
     t0, c0 = time.perf_counter(), time.thread_time()
     while True:
