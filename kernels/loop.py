@@ -7,7 +7,9 @@ from vidur_fast.kernels.closed_loop import (
     front_end_nb,
     heap_peek_nb,
     heap_pop_nb,
+    hold_for_next_step_nb,
     release_next_nb,
+    was_held_nb,
 )
 from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_MS, ReqStatus, SchedPolicy
 from vidur_fast.kernels.event_tree import tree_build_nb, tree_set_nb, tree_top_nb
@@ -277,8 +279,13 @@ def run_nb(reqs, reps, log, hist, lstate, rstate, cl, grids, tp, p, u_route, lim
                 if closed:  # the client gets its error at once and goes on
                     release_next_nb(cl, reqs, nr, t_arr)
                 continue
-            rr = route_request_nb(reps, reqs, rstate, p, nr, u_route[nr])
-            reqs.replica[nr] = rr
+            if was_held_nb(cl, nr):
+                rr = reqs.replica[nr]
+            else:
+                rr = route_request_nb(reps, reqs, rstate, p, nr, u_route[nr])
+                reqs.replica[nr] = rr
+                if closed and hold_for_next_step_nb(cl, nr, reps.bat_end[rr]):
+                    continue
             reqs.status[nr] = ReqStatus.WAITING
             wq_push_back_nb(reps, reqs, rr, nr)
             if reps.inflight[rr] < p.pp and reps.wake[rr] == NEVER:

@@ -43,6 +43,8 @@ SUPPORTED_BACKENDS = ("", "vllm")
 # times isolated by pairs of benchmarks that differ only in output length (docs/validation.md).
 HOST_STEP_MS = 1.15
 HOST_PER_SEQ_MS = 0.038
+# First vLLM release whose engine schedules one step ahead by default (async scheduling).
+ASYNC_SCHEDULING_SINCE = (0, 12)
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,10 @@ class ValidateConfig:
     """Front-end time per prompt token (tokenization)."""
     response_ms: float = 1.0
     """Engine -> client latency of each streamed token."""
+    schedule_ahead: bool = True
+    """Model vLLM's async scheduling (step k+1 formed while step k runs; on by default since
+    vLLM 0.12): a request reaching the engine during a step joins the step after next. Rows
+    measured on an older vLLM (backend_version < 0.12) always run without it."""
     client_jitter_ms: float = 0.0
     """Mean of an exponential delay between a client receiving its last token and sending
     its next request (client event-loop and connection handling; 0 = none)."""
@@ -131,6 +137,16 @@ def resolve_device(name: str) -> str:
     raise ConfigError(f"unknown device {name!r}; known: {', '.join(devices)}")
 
 
+def schedules_ahead_by_default(version: str) -> bool:
+    """Whether vLLM `version` runs async scheduling by default (0.12 on; unknown: newest)."""
+    parts = version.strip().lstrip("v").split(".")
+    try:
+        major, minor = int(parts[0]), int(parts[1])
+    except (ValueError, IndexError):
+        return True
+    return (major, minor) >= ASYNC_SCHEDULING_SINCE
+
+
 def row_config(row: BenchRow, cfg: ValidateConfig) -> SimConfig:
     """The simulation of one benchmark row (ConfigError says why it cannot be modelled)."""
     if row.mode not in ("", "agg"):
@@ -174,6 +190,7 @@ def row_config(row: BenchRow, cfg: ValidateConfig) -> SimConfig:
             ingest_ms=cfg.ingest_ms,
             ingest_us_per_token=cfg.ingest_us_per_token,
             response_ms=cfg.response_ms,
+            schedule_ahead=cfg.schedule_ahead and schedules_ahead_by_default(row.backend_version),
             think_time_s=cfg.client_jitter_ms / 1e3,
             think_time="exponential",
         ),

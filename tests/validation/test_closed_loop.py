@@ -162,3 +162,45 @@ def test_max_partial_prefills_caps_prefills_per_step(cap, first_batch):
     if cap == 1:
         assert out.batches["n_prefill_tokens"].tolist()[:3] == [100, 100, 100]
         assert sizes[:3] == [1, 2, 3]
+
+
+def _held_past_in_flight_step(out) -> tuple[int, int]:
+    """(requests that reached the replica while a step ran, those of them scheduled at the end
+    of that very step)."""
+    b = out.batches
+    start, end = b["start_ns"].to_numpy(), b["end_ns"].to_numpy()
+    reqs = out.reqs
+    during, at_once = 0, 0
+    for i in range(reqs.arrival_ns.shape[0]):
+        k = np.flatnonzero((start < reqs.arrival_ns[i]) & (reqs.arrival_ns[i] < end))
+        if k.size == 0:
+            continue
+        during += 1
+        at_once += int(reqs.sched_ns[i] == end[k[0]])
+    return during, at_once
+
+
+def test_schedule_ahead_holds_arrivals_past_the_step_already_formed():
+    base = dict(
+        concurrency=6,
+        num_requests=60,
+        lengths=UniformLengths(min_tokens=40, max_tokens=400, prefill_to_decode_ratio=3.0),
+        response_ms=0.5,
+    )
+    _, _, sync = _run(ClosedLoopWorkload(**base), seed=5)
+    _, _, ahead = _run(ClosedLoopWorkload(**base, schedule_ahead=True), seed=5)
+    assert sync.status == ahead.status == "done"
+    during, at_once = _held_past_in_flight_step(sync)
+    assert during > 10 and at_once == during  # synchronous: the next step takes them
+    during, at_once = _held_past_in_flight_step(ahead)
+    assert during > 10 and at_once == 0  # one step ahead: never the step already formed
+    # a client's first request meets an idle engine and is scheduled at once
+    assert ahead.reqs.sched_ns[0] == ahead.reqs.arrival_ns[0] == 0
+    # waiting one more step costs time to first token
+    ttft = lambda o: np.mean(o.reqs.first_tok_ns - o.reqs.arrival_ns)  # noqa: E731
+    assert ttft(ahead) > ttft(sync)
+
+
+def test_schedule_ahead_must_be_a_bool():
+    with pytest.raises(ConfigError, match="schedule_ahead"):
+        build_closed_loop(ClosedLoopWorkload(schedule_ahead=1), 0)

@@ -39,6 +39,8 @@ class ClosedLoopPlan:
     ingest_s: np.ndarray
     """float64[n] serial front-end time of request i."""
     response_s: float
+    schedule_ahead: bool = False
+    """The engine forms step k+1 while step k runs (async scheduling)."""
 
 
 def _fail(field: str, rule: str, value: object) -> None:
@@ -84,6 +86,8 @@ def validate_closed_loop(cfg: ClosedLoopWorkload, where: str = "workload") -> No
     _finite_at_least(f"{where}.ingest_ms", cfg.ingest_ms, 0.0)
     _finite_at_least(f"{where}.ingest_us_per_token", cfg.ingest_us_per_token, 0.0)
     _finite_at_least(f"{where}.response_ms", cfg.response_ms, 0.0)
+    if not isinstance(cfg.schedule_ahead, bool):
+        _fail(f"{where}.schedule_ahead", "must be true or false", cfg.schedule_ahead)
 
 
 def build_closed_loop(
@@ -122,6 +126,7 @@ def build_closed_loop(
         measure_s=cfg.measure_s,
         ingest_s=1e-3 * cfg.ingest_ms + 1e-6 * cfg.ingest_us_per_token * prompt,
         response_s=1e-3 * cfg.response_ms,
+        schedule_ahead=cfg.schedule_ahead,
     )
     return table, plan
 
@@ -147,6 +152,7 @@ def closed_loop_state(plan: ClosedLoopPlan | None, n: int) -> ClosedLoop:
             ingested=np.zeros(0, dtype=np.int8),
             fe_free=one.copy(),
             respond_ns=one.copy(),
+            lag=one.copy(),
         )
     k = plan.n_clients
     client = np.full(n, NO_ID, dtype=np.int64)
@@ -165,6 +171,7 @@ def closed_loop_state(plan: ClosedLoopPlan | None, n: int) -> ClosedLoop:
         ingested=np.zeros(n, dtype=np.int8),
         fe_free=np.zeros(1, dtype=np.int64),
         respond_ns=np.full(1, int(round(plan.response_s * NS_PER_S)), dtype=np.int64),
+        lag=np.full(1, int(plan.schedule_ahead), dtype=np.int64),
     )
 
 

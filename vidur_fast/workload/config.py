@@ -179,6 +179,10 @@ class ClosedLoopWorkload:
     response_ms: float = 0.0
     """Latency from the engine emitting a token to the client receiving it (added to TTFT and
     end-to-end latency; the client sends its next request only after its last token)."""
+    schedule_ahead: bool = False
+    """The engine forms step k+1 while step k runs (vLLM's async scheduling, on by default
+    since vLLM 0.12): a request reaching a replica during a step joins the step after next at
+    the earliest. For a synchronous engine model only (closed loop only)."""
 
 
 TraceFormat = Literal["auto", "vidur", "mooncake", "azure"]
