@@ -13,42 +13,18 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import FAST_TIMING_ARGS
 from vidur_fast.cli import main
 from vidur_fast.timing.build import build_timing
 from vidur_fast.timing.config import PredictorConfig
+from vidur_fast.timing.sources.vidur import MLP_OPS
 
 # roofline timing with small polynomial grids: a cache miss costs well under a second
-FAST = [
-    "--quiet",
-    "--predictor.source",
-    "roofline",
-    "--predictor.regressor",
-    "polynomial",
-    "--predictor.max-tokens",
-    "8192",
-    "--predictor.max-prefill-chunk",
-    "4096",
-    "--predictor.max-batch-size",
-    "64",
-]
+FAST = ["--quiet", *FAST_TIMING_ARGS, "--predictor.regressor", "polynomial"]
 LLAMA3_8B = "meta-llama/Meta-Llama-3-8B"
 MLP_HEADER = (
     "n_head,n_kv_head,n_embd,n_expanded_embd,use_gated_mlp,num_tensor_parallel_workers,"
-    "num_tokens,"
-    + ",".join(
-        f"time_stats.{op}.median"
-        for op in (
-            "input_layernorm",
-            "attn_pre_proj",
-            "attn_rope",
-            "attn_post_proj",
-            "post_attention_layernorm",
-            "mlp_up_proj",
-            "mlp_act",
-            "mlp_down_proj",
-            "add",
-        )
-    )
+    "num_tokens," + ",".join(f"time_stats.{op}.median" for op in MLP_OPS)
 )
 MLP_ROW = "32,8,4096,14336,True,{tp},{n}," + ",".join(["0.01"] * 9)
 ATTN_HEADER = (

@@ -5,17 +5,9 @@ import sys
 
 import pytest
 
-FAST = [
-    "--predictor.source",
-    "roofline",
-    "--predictor.max-tokens",
-    "8192",
-    "--predictor.max-prefill-chunk",
-    "4096",
-    "--predictor.max-batch-size",
-    "64",
-    "--quiet",
-]
+from tests.conftest import FAST_TIMING_ARGS
+
+FAST = [*FAST_TIMING_ARGS, "--quiet"]
 
 
 def _cli(*args, cwd=None):

@@ -16,6 +16,7 @@ import h5py
 import numpy as np
 import pytest
 
+from tests.conftest import FAST_TIMING_ARGS
 from vidur_fast.api import simulate
 from vidur_fast.cli import main
 from vidur_fast.config import (
@@ -36,16 +37,9 @@ CLI_ARGS = [
     "--quiet",
     "--seed",
     "11",
-    "--predictor.source",
-    "roofline",
+    *FAST_TIMING_ARGS,
     "--predictor.regressor",
     "polynomial",
-    "--predictor.max-tokens",
-    "8192",
-    "--predictor.max-prefill-chunk",
-    "4096",
-    "--predictor.max-batch-size",
-    "64",
     "--cluster.num-replicas",
     "2",
     "scheduler:vllm_v1",

@@ -39,11 +39,11 @@ class CapacityArgs(SweepArgs):
     """No progress bar, results table or closing line."""
 
 
-def main_sweep(argv: list[str]) -> int:
-    from vidur_fast.sweep.run_sweep import run_sweep
+def _main(args_type, prog: str, runner, argv: list[str]) -> int:
+    from vidur_fast.cli_errors import parse_args_or_raise
 
-    a = tyro.cli(SweepArgs, args=argv, prog="vidur-fast sweep")
-    run_sweep(
+    a = parse_args_or_raise(lambda: tyro.cli(args_type, args=argv, prog=prog), prog)
+    runner(
         a.config,
         a.out,
         executor=a.executor,
@@ -53,19 +53,15 @@ def main_sweep(argv: list[str]) -> int:
         quiet=a.quiet,
     )
     return 0
+
+
+def main_sweep(argv: list[str]) -> int:
+    from vidur_fast.sweep.run_sweep import run_sweep
+
+    return _main(SweepArgs, "vidur-fast sweep", run_sweep, argv)
 
 
 def main_capacity(argv: list[str]) -> int:
     from vidur_fast.sweep.run_capacity import run_capacity
 
-    a = tyro.cli(CapacityArgs, args=argv, prog="vidur-fast capacity")
-    run_capacity(
-        a.config,
-        a.out,
-        executor=a.executor,
-        workers=a.workers,
-        ray_address=a.ray_address,
-        retry_errors=a.retry_errors,
-        quiet=a.quiet,
-    )
-    return 0
+    return _main(CapacityArgs, "vidur-fast capacity", run_capacity, argv)
