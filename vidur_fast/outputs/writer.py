@@ -14,8 +14,7 @@ from vidur_fast.config import OutputConfig
 from vidur_fast.errors import ConfigError
 from vidur_fast.metrics.summary import hist_bucket_upper_s
 from vidur_fast.outputs.h5 import write_metrics_h5
-
-VIDUR_REQUEST_COLUMNS = {"request_id": "Request Id"}
+from vidur_fast.outputs.request_csv import write_request_csv
 
 
 def check_output_dir(out: OutputConfig) -> Path | None:
@@ -95,9 +94,7 @@ def write_run(result: Result, out: OutputConfig) -> Path:
             json.dumps(summary, indent=2, default=_json_default) + "\n"
         )
         if out.write_request_csv:
-            result.requests.rename(columns=VIDUR_REQUEST_COLUMNS).to_csv(
-                tmp / "request_metrics.csv", index=False, float_format="%.9g"
-            )
+            write_request_csv(result.requests, tmp / "request_metrics.csv")
         if out.write_parquet:
             result.requests.to_parquet(tmp / "requests.parquet", index=False)
         if out.write_metrics_h5:
