@@ -34,6 +34,7 @@ from vidur_fast.outputs.timeseries import (
     HIT_RATE_COLUMNS,
     HIT_TOKEN_COLUMNS,
     hit_column,
+    order_by_replica,
     replica_timeseries,
 )
 
@@ -137,7 +138,7 @@ def _write_replica_timeseries(
     batches, only each replica's rows of /batches (`batch_row`)."""
     rep_ids = replicas["replica"].to_numpy()
     rep_col = np.asarray(column("replica"))
-    order = np.argsort(rep_col, kind="stable")
+    order = order_by_replica(rep_col)
     bounds = np.searchsorted(rep_col[order], rep_ids, side="left")
     ends = np.append(bounds[1:], order.shape[0])
     del rep_col

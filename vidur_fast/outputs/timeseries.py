@@ -24,10 +24,19 @@ def hit_column(columns) -> str | None:
     return None
 
 
+def order_by_replica(rep_col: np.ndarray) -> np.ndarray:
+    """Row order grouping rows by replica id, each replica's rows kept in their order."""
+    rep_col = np.asarray(rep_col)
+    if rep_col.size and rep_col.min() >= -(1 << 15) and rep_col.max() < (1 << 15):
+        # numpy's stable sort is a radix sort for 16-bit integers: ~3x faster than on int64
+        rep_col = rep_col.astype(np.int16)
+    return np.argsort(rep_col, kind="stable")
+
+
 def replica_rows(batches: pd.DataFrame, replicas: pd.DataFrame) -> dict[int, np.ndarray]:
     """{replica: rows of batches that replica ran, in formation order}."""
     rep_col = batches["replica"].to_numpy()
-    order = np.argsort(rep_col, kind="stable")
+    order = order_by_replica(rep_col)
     rep_ids = replicas["replica"].to_numpy()
     bounds = np.searchsorted(rep_col[order], rep_ids, side="left")
     ends = np.append(bounds[1:], order.shape[0])
