@@ -6,7 +6,8 @@ the process) is printed next to wall time: on a busy machine it is the steadier 
 Two runs per scenario: `cold` with an empty Numba cache (every kernel compiles), `warm` with
 the caches filled. Timing grids come from the grid cache in both (a missing grid is built
 in the first run). write_cpu_s: writing the run directory (metrics.h5, request CSV);
-loop_s / loop_cpu_s: the simulation loop alone (kernels already loaded);
+loop_s / loop_cpu_s: the simulation loop alone (kernels already loaded); vllm_v1 runs use its
+default, prefix caching on (synthetic requests carry no prefix hashes, so nothing hits);
 req/s = requests / loop_cpu_s.
 
     python bench/run_all.py                      # every scenario, cold and warm
@@ -33,9 +34,10 @@ REPO = Path(__file__).resolve().parents[1]
 SCENARIOS = {
     "s1": "S1 replay: Vidur case S1 via vidur-compat (Llama-3-8B, A100, sarathi), 1 replica",
     "conv25k": "splitwise_conv lengths, Poisson 20 qps, sarathi, 4 replicas",
-    "mooncake12k": "Mooncake conversation trace, Llama-3.1-8B, vllm_v1 without prefix caching, "
+    "mooncake12k": "Mooncake conversation trace, Llama-3.1-8B, vllm_v1 (prefix caching), "
     "8 replicas",
     "synth1m": "1M requests, splitwise_conv lengths, Poisson 300 qps, vllm_v1, 64 replicas",
+    "synth1m_nopc": "as synth1m, prefix caching off",
     "ctx128k": "Llama-3.1-8B, 130,000-token prompts + 1,000 output, vllm_v1, 1 replica",
     "r1000": "1M requests, splitwise_conv lengths, Poisson 4,700 qps, vllm_v1, 1,000 replicas",
 }
@@ -105,6 +107,7 @@ def scenario_config(name: str, shared: Path, out_dir: str):
     n, replicas, qps, sched = {
         "conv25k": (25_000, 4, 20.0, SarathiScheduler()),
         "synth1m": (1_000_000, 64, 300.0, VllmV1Scheduler()),
+        "synth1m_nopc": (1_000_000, 64, 300.0, VllmV1Scheduler(enable_prefix_caching=False)),
         "r1000": (1_000_000, 1000, 4700.0, VllmV1Scheduler()),
     }[name]
     return SimConfig(

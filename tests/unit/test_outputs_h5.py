@@ -69,7 +69,7 @@ def test_h5_units_and_root_attributes(small_result, small_run_dir):
         cfg = json.loads(f.attrs["config_json"])
         assert cfg == json.loads((small_run_dir / "config.json").read_text())
         assert f.attrs["timing_cache_key"] == small_result.summary["timing_cache_key"]
-        assert f.attrs["format_version"] == 1
+        assert f.attrs["format_version"] == 2
         versions = json.loads(f.attrs["data_versions"])
         assert versions["timing"]["key"] == small_result.summary["timing_cache_key"]
         assert "numpy" in versions["packages"]
@@ -160,3 +160,25 @@ def test_downsample_keeps_means():
     same_t, same_y = downsample(t[:50], y[:50], 100)
     assert_array_equal(same_t, t[:50])
     assert_array_equal(same_y, y[:50])
+
+
+def test_big_run_timeseries_are_batch_rows(small_result, small_run_dir, tmp_path, monkeypatch):
+    # above the size threshold each replica keeps only its rows of /batches; read_run rebuilds
+    # the same frames as the full layout
+    import vidur_fast.outputs.h5 as h5
+
+    monkeypatch.setattr(h5, "TIMESERIES_FULL_MAX_ROWS", 10)
+    path = write_plain(small_result, tmp_path / "big")
+    b = small_result.batches
+    with h5py.File(path / "metrics.h5") as f:
+        assert f["timeseries"].attrs["layout"] == "batch_row"
+        for r in (0, 1):
+            g = f[f"timeseries/replica_{r}"]
+            assert list(g) == ["batch_row"] and g["batch_row"].attrs["unit"] == "1"
+            assert_array_equal(g["batch_row"][()], np.flatnonzero(b["replica"] == r))
+    with h5py.File(small_run_dir / "metrics.h5") as f:
+        assert f["timeseries"].attrs["layout"] == "columns"
+    full, rows = read_run(small_run_dir).timeseries, read_run(path).timeseries
+    assert sorted(full) == sorted(rows) == [0, 1]
+    for r in full:
+        _same_frame(full[r], rows[r])

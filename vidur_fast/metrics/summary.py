@@ -118,6 +118,12 @@ def prefix_cache_summary(replicas: pd.DataFrame) -> dict:
 def replicawise(req: pd.DataFrame, metric: str, n_replicas: int) -> dict:
     """A request metric's distribution per replica (completed requests), keyed by replica id."""
     done = req["completed"].to_numpy()
-    rep = req["replica"].to_numpy()
-    x = req[metric].to_numpy()
-    return {str(r): describe(x[done & (rep == r)]) for r in range(n_replicas)}
+    rep = req["replica"].to_numpy()[done]
+    # one stable sort instead of a mask per replica (1,000 replicas x 1M requests): each
+    # replica's values stay in arrival order, so the figures are the same
+    order = np.argsort(rep, kind="stable")
+    x = req[metric].to_numpy()[done][order]
+    ids = np.arange(n_replicas)
+    lo = np.searchsorted(rep[order], ids, side="left")
+    hi = np.searchsorted(rep[order], ids, side="right")
+    return {str(r): describe(x[lo[r] : hi[r]]) for r in range(n_replicas)}

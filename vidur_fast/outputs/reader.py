@@ -80,7 +80,7 @@ def read_run(path: str | Path) -> RunData:
         raise RunDirError(f"{p}: no metrics.h5 (the run was written without it)")
     try:
         data = read_metrics_h5(h5)
-    except (OSError, KeyError, ValueError) as exc:
+    except (OSError, KeyError, ValueError, IndexError) as exc:
         raise RunDirError(f"{h5}: unreadable ({type(exc).__name__})") from None
     hist = data["tbt_histogram"]
     timeseries = data["timeseries"]

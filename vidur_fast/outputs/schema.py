@@ -4,7 +4,7 @@ Columns that are not listed (for example a new batch-log counter) still get writ
 is inferred from the name suffix so the file stays self-describing.
 """
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 REQUEST_COLUMNS = {
     "request_id": ("1", "row index in arrival order"),
@@ -85,6 +85,11 @@ TIMESERIES_RENAME = {
 }
 TIMESERIES_DROPPED = ("replica", "end_s", "stage_s", "alloc_blocks")
 
+# Above this many batches, timeseries/replica_<r> holds only `batch_row` (rows of /batches of
+# replica r) instead of copies of the batch columns: the copies doubled the write time of
+# big runs. The group attribute `layout` says which ("columns" or "batch_row").
+TIMESERIES_FULL_MAX_ROWS = 250_000
+
 TIMESERIES_COLUMNS = {
     "time_s": ("s", "batch formation time (the sample time)"),
     "batch_size": ("requests", "requests in the batch"),
@@ -96,6 +101,7 @@ TIMESERIES_COLUMNS = {
     "preemptions": ("requests", "preemptions while forming the batch"),
     "duration_s": ("s", "end_s - time_s: formation to leaving the last stage"),
     "prefix_cache_hit_rate": ("fraction", "running prefix-cache hit rate of the replica"),
+    "batch_row": ("1", "row in /batches (layout batch_row: the only column)"),
 }
 
 TBT_COLUMNS = {

@@ -24,18 +24,42 @@ def hit_column(columns) -> str | None:
     return None
 
 
-def replica_timeseries(batches: pd.DataFrame, replicas: pd.DataFrame) -> dict[int, pd.DataFrame]:
-    """{replica: DataFrame} with one row per batch of that replica, in formation order."""
+def order_by_replica(rep_col: np.ndarray) -> np.ndarray:
+    """Row order grouping rows by replica id, each replica's rows kept in their order."""
+    rep_col = np.asarray(rep_col)
+    if rep_col.size and rep_col.min() >= -(1 << 15) and rep_col.max() < (1 << 15):
+        # numpy's stable sort is a radix sort for 16-bit integers: ~3x faster than on int64
+        rep_col = rep_col.astype(np.int16)
+    return np.argsort(rep_col, kind="stable")
+
+
+def replica_rows(batches: pd.DataFrame, replicas: pd.DataFrame) -> dict[int, np.ndarray]:
+    """{replica: rows of batches that replica ran, in formation order}."""
+    rep_col = batches["replica"].to_numpy()
+    order = order_by_replica(rep_col)
+    rep_ids = replicas["replica"].to_numpy()
+    bounds = np.searchsorted(rep_col[order], rep_ids, side="left")
+    ends = np.append(bounds[1:], order.shape[0])
+    return {int(r): order[lo:hi] for r, lo, hi in zip(rep_ids, bounds, ends, strict=True)}
+
+
+def replica_timeseries(
+    batches: pd.DataFrame,
+    replicas: pd.DataFrame,
+    batch_rows: dict[int, np.ndarray] | None = None,
+) -> dict[int, pd.DataFrame]:
+    """{replica: DataFrame} with one row per batch of that replica, in formation order.
+
+    batch_rows: each replica's rows of batches (metrics.h5 `batch_row`); found from batches if None.
+    """
     num_blocks = replicas.set_index("replica")["num_blocks"]
     numeric = [c for c in batches.columns if pd.api.types.is_numeric_dtype(batches[c])]
     hit = hit_column(batches.columns)
     out = {}
-    rep_col = batches["replica"].to_numpy()
-    order = np.argsort(rep_col, kind="stable")
-    bounds = np.searchsorted(rep_col[order], replicas["replica"].to_numpy(), side="left")
-    ends = np.append(bounds[1:], order.shape[0])
-    for r, lo, hi in zip(replicas["replica"].to_numpy(), bounds, ends, strict=True):
-        rows = batches.iloc[order[lo:hi]]
+    if batch_rows is None:
+        batch_rows = replica_rows(batches, replicas)
+    for r, idx in batch_rows.items():
+        rows = batches.iloc[idx]
         cols = {"time_s": rows["start_s"].to_numpy()} if "start_s" in rows else {}
         for c in numeric:
             if c in TIMESERIES_DROPPED:

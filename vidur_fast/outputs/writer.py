@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -14,8 +15,7 @@ from vidur_fast.config import OutputConfig
 from vidur_fast.errors import ConfigError
 from vidur_fast.metrics.summary import hist_bucket_upper_s
 from vidur_fast.outputs.h5 import write_metrics_h5
-
-VIDUR_REQUEST_COLUMNS = {"request_id": "Request Id"}
+from vidur_fast.outputs.request_csv import write_request_csv
 
 
 def check_output_dir(out: OutputConfig) -> Path | None:
@@ -94,18 +94,26 @@ def write_run(result: Result, out: OutputConfig) -> Path:
         (tmp / "summary.json").write_text(
             json.dumps(summary, indent=2, default=_json_default) + "\n"
         )
-        if out.write_request_csv:
-            result.requests.rename(columns=VIDUR_REQUEST_COLUMNS).to_csv(
-                tmp / "request_metrics.csv", index=False, float_format="%.9g"
-            )
-        if out.write_parquet:
-            result.requests.to_parquet(tmp / "requests.parquet", index=False)
-        if out.write_metrics_h5:
-            # without wall_time, so that identical runs give identical files
-            summary_json = json.dumps(result.summary, sort_keys=True, default=_json_default)
-            write_metrics_h5(
-                tmp / "metrics.h5", result, cfg_json, summary_json, hist_bucket_upper_s()
-            )
+        # the request tables are written by Arrow, which runs without the GIL: in a second
+        # thread they overlap with metrics.h5 (compressed under the GIL) on big runs
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            side = []
+            if out.write_request_csv:
+                side.append(
+                    pool.submit(write_request_csv, result.requests, tmp / "request_metrics.csv")
+                )
+            if out.write_parquet:
+                side.append(
+                    pool.submit(result.requests.to_parquet, tmp / "requests.parquet", index=False)
+                )
+            if out.write_metrics_h5:
+                # without wall_time, so that identical runs give identical files
+                summary_json = json.dumps(result.summary, sort_keys=True, default=_json_default)
+                write_metrics_h5(
+                    tmp / "metrics.h5", result, cfg_json, summary_json, hist_bucket_upper_s()
+                )
+            for job in side:
+                job.result()
         if out.write_plots or out.write_trace:
             _write_views(tmp, result, out, path.name)
         if path.exists():
