@@ -149,7 +149,8 @@ def advance_v1_nb(reqs, hist, i, n, now_ns):
 
 @njit(cache=True, nogil=True, _nrt=False)
 def apply_v1_output_nb(reps, reqs, hist, p, r, i, n, now_ns):
-    """Apply request i's n tokens of a finished vLLM v1 step on replica r.
+    """Apply request i's n tokens of a finished vLLM v1 step on replica r (async scheduling;
+    synchronously the loop calls advance_v1_nb directly).
 
     NOTE(vllm): Scheduler.update_from_output (AsyncScheduler._update_request_with_output with
     async scheduling). Output of a step that was in flight when the request was preempted is
@@ -158,7 +159,7 @@ def apply_v1_output_nb(reps, reqs, hist, p, r, i, n, now_ns):
     formed only while at most one other is in flight), so a stale step samples iff the
     request has a placeholder. With async scheduling a running request caches the blocks its
     new token completes (computed tokens minus placeholders).
-    Mutates: reqs, hist; reps prefix cache (async scheduling only).
+    Mutates: reqs, hist; reps prefix cache.
     Returns: True when the request has produced all its output tokens.
     """
     if reqs.tok_stale[i] > 0:
@@ -170,7 +171,7 @@ def apply_v1_output_nb(reps, reqs, hist, p, r, i, n, now_ns):
     reqs.tok_inflight[i] -= n
     g = reqs.generated[i]
     complete = advance_v1_nb(reqs, hist, i, n, now_ns)
-    if p.async_scheduling and reqs.generated[i] > g:
+    if reqs.generated[i] > g:
         reqs.placeholders[i] -= 1
         if p.prefix_caching:
             known = reqs.processed[i] + reqs.tok_inflight[i] - reqs.placeholders[i]

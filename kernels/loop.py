@@ -11,7 +11,7 @@ from vidur_fast.kernels.closed_loop import (
 )
 from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_MS, ReqStatus, SchedPolicy
 from vidur_fast.kernels.event_tree import tree_build_nb, tree_set_nb, tree_top_nb
-from vidur_fast.kernels.lifecycle import advance_legacy_nb, apply_v1_output_nb
+from vidur_fast.kernels.lifecycle import advance_legacy_nb, advance_v1_nb, apply_v1_output_nb
 from vidur_fast.kernels.queues import run_remove_at_nb, wq_push_back_nb, wq_remove_nb
 from vidur_fast.kernels.router import on_prefill_end_nb, on_request_end_nb, route_request_nb
 from vidur_fast.kernels.sched_legacy import (
@@ -87,7 +87,8 @@ def _sync_events_nb(reps):
     tree_build_nb(reps.ev_key, reps.ev_node)
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+# inlined into run_nb: saves a call layer (every state array passed again) per step
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _schedule_nb(reps, reqs, p, r, s, now_ns):
     """Dispatch to the replica scheduler selected by p.policy.
 
@@ -134,7 +135,8 @@ def _kv_before_nb(reqs, p, i, n):
     return reqs.processed[i]
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+# inlined into run_nb: a call would pass every state array (hundreds of words) once per step
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _launch_batch_nb(reps, reqs, log, grids, tp, p, r, s, now_ns):
     """Time the batch just formed in slot s through every pipeline stage and account it.
 
@@ -244,7 +246,8 @@ def _launch_batch_nb(reps, reqs, log, grids, tp, p, r, s, now_ns):
     log.n[0] = c + 1
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+# inlined into run_nb: a call would pass every state array (hundreds of words) once per step
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _finish_batch_nb(reps, reqs, hist, cl, p, r, s, now_ns):
     """Apply a finished batch: token updates, completions, frees, requeue the rest; in a
     closed loop each completion releases its client's next request.
@@ -258,8 +261,11 @@ def _finish_batch_nb(reps, reqs, hist, cl, p, r, s, now_ns):
         i = reps.bat_req[r, s, k]
         n = reps.bat_tok[r, s, k]
         g_before = reqs.generated[i]
-        if v1:
+        if v1 and p.async_scheduling:
             complete = apply_v1_output_nb(reps, reqs, hist, p, r, i, n, now_ns)
+        elif v1:
+            reqs.tok_inflight[i] -= n
+            complete = advance_v1_nb(reqs, hist, i, n, now_ns)
         else:
             complete = advance_legacy_nb(reqs, hist, i, n, now_ns)
         if g_before == 0 and reqs.generated[i] == 1:
