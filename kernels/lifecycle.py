@@ -5,6 +5,7 @@ import math
 from numba import njit
 from vidur_fast.kernels.blocks import release_nb
 from vidur_fast.kernels.dtypes import NEVER, ReqStatus
+from vidur_fast.kernels.prefix_cache import cache_full_blocks_nb
 from vidur_fast.kernels.queues import wq_push_front_nb
 
 # ---- batch slots ----
@@ -144,3 +145,35 @@ def advance_v1_nb(reqs, hist, i, n, now_ns):
         reqs.prefill_done[i] = 1
         emit_token_nb(reqs, hist, i, now_ns)
     return reqs.generated[i] >= reqs.orig_decode[i]
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def apply_v1_output_nb(reps, reqs, hist, p, r, i, n, now_ns):
+    """Apply request i's n tokens of a finished vLLM v1 step on replica r (async scheduling;
+    synchronously the loop calls advance_v1_nb directly).
+
+    NOTE(vllm): Scheduler.update_from_output (AsyncScheduler._update_request_with_output with
+    async scheduling). Output of a step that was in flight when the request was preempted is
+    stale: its token is still delivered (and may finish the request) but the reset progress is
+    left alone. At most one step of a request is in flight when it is preempted (a step is
+    formed only while at most one other is in flight), so a stale step samples iff the
+    request has a placeholder. With async scheduling a running request caches the blocks its
+    new token completes (computed tokens minus placeholders).
+    Mutates: reqs, hist; reps prefix cache.
+    Returns: True when the request has produced all its output tokens.
+    """
+    if reqs.tok_stale[i] > 0:
+        reqs.tok_stale[i] -= n
+        if reqs.placeholders[i] > 0:
+            reqs.placeholders[i] -= 1
+            emit_token_nb(reqs, hist, i, now_ns)
+        return reqs.generated[i] >= reqs.orig_decode[i]
+    reqs.tok_inflight[i] -= n
+    g = reqs.generated[i]
+    complete = advance_v1_nb(reqs, hist, i, n, now_ns)
+    if reqs.generated[i] > g:
+        reqs.placeholders[i] -= 1
+        if p.prefix_caching:
+            known = reqs.processed[i] + reqs.tok_inflight[i] - reqs.placeholders[i]
+            cache_full_blocks_nb(reps, reqs, p, r, i, known)
+    return complete

@@ -13,8 +13,8 @@ from vidur_fast.kernels.closed_loop import (
 )
 from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_MS, ReqStatus, SchedPolicy
 from vidur_fast.kernels.event_tree import tree_build_nb, tree_set_nb, tree_top_nb
-from vidur_fast.kernels.lifecycle import advance_legacy_nb, advance_v1_nb
-from vidur_fast.kernels.queues import run_remove_at_nb, wq_push_back_nb
+from vidur_fast.kernels.lifecycle import advance_legacy_nb, advance_v1_nb, apply_v1_output_nb
+from vidur_fast.kernels.queues import run_remove_at_nb, wq_push_back_nb, wq_remove_nb
 from vidur_fast.kernels.router import on_prefill_end_nb, on_request_end_nb, route_request_nb
 from vidur_fast.kernels.sched_legacy import (
     requeue_after_batch_legacy_nb,
@@ -25,7 +25,12 @@ from vidur_fast.kernels.sched_legacy import (
 )
 from vidur_fast.kernels.sched_lightllm import schedule_lightllm_nb
 from vidur_fast.kernels.sched_v1 import schedule_vllm_v1_nb
-from vidur_fast.kernels.timing import KV_RULE_PER_REQUEST, ceil_to_nb, stage_time_ms_nb
+from vidur_fast.kernels.timing import (
+    KV_RULE_PER_REQUEST,
+    ceil_to_nb,
+    host_time_ms_nb,
+    stage_time_ms_nb,
+)
 
 # run_nb return codes
 DONE = 0
@@ -40,6 +45,12 @@ LS_DONE = 1
 LS_NOW = 2
 LS_STEPS = 3
 N_LS = 4
+
+
+def batch_slots(p) -> int:
+    """Batches a replica may have in flight: one per pipeline stage, and with vLLM v1 async
+    scheduling one more (the next step is formed while the previous one runs)."""
+    return p.pp + 1 if p.async_scheduling else p.pp
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -78,7 +89,8 @@ def _sync_events_nb(reps):
     tree_build_nb(reps.ev_key, reps.ev_node)
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+# inlined into run_nb: saves a call layer (every state array passed again) per step
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _schedule_nb(reps, reqs, p, r, s, now_ns):
     """Dispatch to the replica scheduler selected by p.policy.
 
@@ -100,17 +112,33 @@ def _schedule_nb(reps, reqs, p, r, s, now_ns):
 
 @njit(cache=True, nogil=True, _nrt=False)
 def _is_decode_nb(reqs, p, i, n):
-    """Whether request i's n tokens in a batch count as decode (for timing features).
+    """Whether request i's n tokens in a batch just formed count as decode (timing features).
 
     Mutates: nothing.
     Returns: bool.
     """
     if p.policy == SchedPolicy.VLLM_V1:
-        return reqs.prefill_done[i] == 1 and n == 1
+        # with async scheduling the sampled token may still be in flight: this step's own
+        # placeholder plus one from the step before
+        return n == 1 and (reqs.prefill_done[i] == 1 or reqs.placeholders[i] > 1)
     return reqs.prefill_done[i] == 1
 
 
 @njit(cache=True, nogil=True, _nrt=False)
+def _kv_before_nb(reqs, p, i, n):
+    """Tokens of request i already computed before its n tokens in the batch just formed.
+
+    Mutates: nothing.
+    Returns: int.
+    """
+    if p.policy == SchedPolicy.VLLM_V1:
+        # the v1 scheduler counts the batch's tokens in flight at once
+        return reqs.processed[i] + reqs.tok_inflight[i] - n
+    return reqs.processed[i]
+
+
+# inlined into run_nb: a call would pass every state array (hundreds of words) once per step
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _launch_batch_nb(reps, reqs, log, grids, tp, p, r, s, now_ns):
     """Time the batch just formed in slot s through every pipeline stage and account it.
 
@@ -129,41 +157,66 @@ def _launch_batch_nb(reps, reqs, log, grids, tp, p, r, s, now_ns):
         i = reps.bat_req[r, s, k]
         n = reps.bat_tok[r, s, k]
         n_tok += n
+        kv = _kv_before_nb(reqs, p, i, n)
         if _is_decode_nb(reqs, p, i, n):
             n_dec += 1
-            dec_kv += reqs.processed[i]
+            dec_kv += kv
         else:
             n_pre += 1
             pre_tok += n
             pre_sq += n * n
             if tp.kv_rule == KV_RULE_PER_REQUEST:
-                pre_kv += ceil_to_nb(reqs.processed[i], tp.g)
+                pre_kv += ceil_to_nb(kv, tp.g)
             else:
-                pre_kv += reqs.processed[i]
+                pre_kv += kv
     start0 = now_ns if now_ns > reps.stage_free[r, 0] else reps.stage_free[r, 0]
     t = start0
     gaps = 0
     exec_ns = 0
     cpu_ns = np.int64(round(tp.cpu_overhead_ms * NS_PER_MS))
     first_dur = 0
-    for st in range(p.pp):
-        ms = stage_time_ms_nb(
-            grids, tp, n_tok, n_dec, dec_kv, n_pre, pre_kv, pre_sq, st == p.pp - 1
-        )
+    log_start = now_ns
+    if p.async_scheduling:
+        # NOTE(vllm): with async scheduling the host work of a step (scheduling, input
+        # preparation, output processing) overlaps the step in flight: only the part that
+        # outlasts it delays the GPU. pp = 1 here.
+        ms = stage_time_ms_nb(grids, tp, n_tok, n_dec, dec_kv, n_pre, pre_kv, pre_sq, True)
         dur = np.int64(round(ms * NS_PER_MS))
         if dur < 1:
             dur = 1
-        if st == 0:
-            first_dur = dur
-        else:
-            begin = t if t > reps.stage_free[r, st] else reps.stage_free[r, st]
-            gaps += begin - t
-            t = begin
-        t += dur
-        reps.stage_free[r, st] = t
-        reps.busy_ns[r, st] += dur
-        exec_ns += dur
-    end = t
+        host = np.int64(round(host_time_ms_nb(tp, n_dec + n_pre) * NS_PER_MS))
+        if host > dur - 1:
+            host = dur - 1
+        gpu_start = now_ns + host
+        if reps.stage_free[r, 0] > gpu_start:
+            gpu_start = reps.stage_free[r, 0]
+        end = gpu_start + dur - host
+        exec_ns = end - start0
+        model_ns = dur - cpu_ns
+        first_dur = exec_ns
+        log_start = start0
+        reps.stage_free[r, 0] = end
+        reps.busy_ns[r, 0] += exec_ns
+    else:
+        for st in range(p.pp):
+            ms = stage_time_ms_nb(
+                grids, tp, n_tok, n_dec, dec_kv, n_pre, pre_kv, pre_sq, st == p.pp - 1
+            )
+            dur = np.int64(round(ms * NS_PER_MS))
+            if dur < 1:
+                dur = 1
+            if st == 0:
+                first_dur = dur
+            else:
+                begin = t if t > reps.stage_free[r, st] else reps.stage_free[r, st]
+                gaps += begin - t
+                t = begin
+            t += dur
+            reps.stage_free[r, st] = t
+            reps.busy_ns[r, st] += dur
+            exec_ns += dur
+        end = t
+        model_ns = exec_ns - cpu_ns * p.pp
     for k in range(reps.bat_n[r, s]):
         i = reps.bat_req[r, s, k]
         if reqs.sched_ns[i] == NEVER:
@@ -172,7 +225,7 @@ def _launch_batch_nb(reps, reqs, log, grids, tp, p, r, s, now_ns):
             reqs.preempt_ns[i] += start0 - reqs.last_stage_end_ns[i]
         reqs.preempt_ns[i] += gaps
         reqs.exec_ns[i] += exec_ns
-        reqs.model_ns[i] += exec_ns - cpu_ns * p.pp
+        reqs.model_ns[i] += model_ns
         reqs.last_stage_end_ns[i] = end
         reqs.status[i] = ReqStatus.RUNNING
     reps.bat_end[r, s] = end
@@ -181,7 +234,7 @@ def _launch_batch_nb(reps, reqs, log, grids, tp, p, r, s, now_ns):
     reps.n_batches[r] += 1
     reps.inflight[r] += 1
     c = log.n[0]
-    log.start_ns[c] = now_ns
+    log.start_ns[c] = log_start
     log.end_ns[c] = end
     log.replica[c] = r
     log.size[c] = reps.bat_n[r, s]
@@ -195,7 +248,8 @@ def _launch_batch_nb(reps, reqs, log, grids, tp, p, r, s, now_ns):
     log.n[0] = c + 1
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+# inlined into run_nb: a call would pass every state array (hundreds of words) once per step
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _finish_batch_nb(reps, reqs, hist, cl, p, r, s, now_ns):
     """Apply a finished batch: token updates, completions, frees, requeue the rest; in a
     closed loop each completion releases its client's next request.
@@ -209,13 +263,17 @@ def _finish_batch_nb(reps, reqs, hist, cl, p, r, s, now_ns):
         i = reps.bat_req[r, s, k]
         n = reps.bat_tok[r, s, k]
         g_before = reqs.generated[i]
-        if v1:
+        if v1 and p.async_scheduling:
+            complete = apply_v1_output_nb(reps, reqs, hist, p, r, i, n, now_ns)
+        elif v1:
+            reqs.tok_inflight[i] -= n
             complete = advance_v1_nb(reqs, hist, i, n, now_ns)
         else:
             complete = advance_legacy_nb(reqs, hist, i, n, now_ns)
         if g_before == 0 and reqs.generated[i] == 1:
             on_prefill_end_nb(reps, reqs, p, r, i)
         if complete:
+            queued = reqs.status[i] == ReqStatus.PREEMPTED
             reqs.status[i] = ReqStatus.FINISHED
             reqs.done_ns[i] = now_ns
             release_nb(reps, reqs, r, i, now_ns)
@@ -223,7 +281,10 @@ def _finish_batch_nb(reps, reqs, hist, cl, p, r, s, now_ns):
             done += 1
             if cl.heap_t.shape[0] > 0:
                 release_next_nb(cl, reqs, i, now_ns)
-            if v1:
+            if queued:
+                # NOTE(vllm): stale output finished a preempted request: it leaves the queue
+                wq_remove_nb(reps, reqs, r, i)
+            elif v1:
                 for j in range(reps.run_n[r]):
                     if reps.run[r, j] == i:
                         run_remove_at_nb(reps, r, j)
@@ -254,6 +315,7 @@ def run_nb(reqs, reps, log, hist, lstate, rstate, cl, grids, tp, p, u_route, lim
     n = reqs.arrival_ns.shape[0]
     log_cap = log.start_ns.shape[0]
     closed = cl.heap_t.shape[0] > 0
+    slots = reps.bat_end.shape[1]  # batches a replica may have in flight (batch_slots)
     _sync_events_nb(reps)
     for _ in range(max_steps):
         lstate[LS_STEPS] += 1
@@ -288,16 +350,18 @@ def run_nb(reqs, reps, log, hist, lstate, rstate, cl, grids, tp, p, u_route, lim
                     continue
             reqs.status[nr] = ReqStatus.WAITING
             wq_push_back_nb(reps, reqs, rr, nr)
+            # NOTE(vllm): with async scheduling a replica with a step in flight is waiting for
+            # that step's output (EngineCore.step_with_batch_queue), not for input
             if reps.inflight[rr] < p.pp and reps.wake[rr] == NEVER:
                 reps.wake[rr] = t_arr
                 _refresh_event_nb(reps, rr)
             continue
-        if log.n[0] + p.pp > log_cap:
+        if log.n[0] + slots > log_cap:
             return LOG_FULL
         lstate[LS_NOW] = t_rep
         # the earliest finished slot of this replica, if its end is now
         s_end = -1
-        for s in range(p.pp):
+        for s in range(slots):
             if reps.bat_end[r, s] == t_rep:
                 if s_end < 0 or reps.bat_seq[r, s] < reps.bat_seq[r, s_end]:
                     s_end = s
@@ -309,9 +373,9 @@ def run_nb(reqs, reps, log, hist, lstate, rstate, cl, grids, tp, p, u_route, lim
         reps.wake[r] = NEVER
         # preemptions of steps that formed no batch are logged with the next batch formed
         pre_logged = reps.preemptions[r]
-        while reps.inflight[r] < p.pp and log.n[0] < log_cap:
+        while reps.inflight[r] < slots and log.n[0] < log_cap:
             s_new = NO_ID
-            for s in range(p.pp):
+            for s in range(slots):
                 if reps.bat_end[r, s] == NEVER and reps.bat_n[r, s] == 0:
                     s_new = s
                     break
@@ -326,7 +390,7 @@ def run_nb(reqs, reps, log, hist, lstate, rstate, cl, grids, tp, p, u_route, lim
             _launch_batch_nb(reps, reqs, log, grids, tp, p, r, s_new, t_rep)
             log.preempted[log.n[0] - 1] = reps.preemptions[r] - pre_logged
             pre_logged = reps.preemptions[r]
-        if reps.inflight[r] < p.pp and log.n[0] >= log_cap:
+        if reps.inflight[r] < slots and log.n[0] >= log_cap:
             # resume scheduling this replica after the flush
             reps.wake[r] = t_rep
         _refresh_event_nb(reps, r)

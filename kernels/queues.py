@@ -54,6 +54,45 @@ def wq_pop_front_nb(reps, reqs, r):
     return i
 
 
+@njit(cache=True, nogil=True, _nrt=False)
+def wq_remove_after_nb(reps, reqs, r, prev):
+    """Remove the request that follows prev in replica r's waiting queue (the head when prev
+    is NO_ID).
+
+    Mutates: reps.wq_*, reqs.q_next.
+    Returns: the removed request row, or NO_ID when there is none.
+    """
+    if prev == NO_ID:
+        return wq_pop_front_nb(reps, reqs, r)
+    i = reqs.q_next[prev]
+    if i == NO_ID:
+        return NO_ID
+    reqs.q_next[prev] = reqs.q_next[i]
+    if reps.wq_tail[r] == i:
+        reps.wq_tail[r] = prev
+    reqs.q_next[i] = NO_ID
+    reps.wq_len[r] -= 1
+    return i
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def wq_remove_nb(reps, reqs, r, i):
+    """Remove request i from replica r's waiting queue, wherever it is (O(queue length)).
+
+    Mutates: reps.wq_*, reqs.q_next.
+    Returns: False when i is not queued.
+    """
+    prev = NO_ID
+    j = reps.wq_head[r]
+    while j != NO_ID:
+        if j == i:
+            wq_remove_after_nb(reps, reqs, r, prev)
+            return True
+        prev = j
+        j = reqs.q_next[j]
+    return False
+
+
 # ---- running list: dense ordered array per replica ----
 
 

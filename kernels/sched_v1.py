@@ -9,6 +9,20 @@ planner).
 Two block back-ends with the same decisions when nothing is cached: counted blocks
 (prefix caching off: only the free count matters) and the paged pool of prefix_cache.py
 (prefix caching on: block ids, LRU eviction, hits).
+
+Computed tokens (vLLM's num_computed_tokens) are reqs.processed (applied outputs) plus
+reqs.tok_inflight (scheduled in batches not yet applied). Synchronously the previous batch is
+always applied before the next is formed, so tok_inflight is 0 at every scheduling call.
+
+NOTE(vllm): async scheduling (AsyncScheduler, p.async_scheduling) forms step N+1 while step N
+runs, before its outputs are applied. A step that completes a request's sequence adds an output
+placeholder (reqs.placeholders) that counts as a known token, so the request's next decode can
+be scheduled at once; a request whose in-flight step already samples its last token is not
+scheduled again. Preempting a request whose step is in flight marks those tokens stale
+(reqs.tok_stale): their output is still delivered when the step ends, and the request is skipped
+(not a stop) by the waiting pass until then. vLLM zeroes the placeholders at preemption; here
+they are kept until the stale output drains, so that its ending step knows whether it samples
+(nothing else reads them meanwhile). Outputs are applied by the loop (loop._apply_v1_nb).
 """
 
 from numba import njit
@@ -25,14 +39,24 @@ from vidur_fast.kernels.prefix_cache import (
 from vidur_fast.kernels.queues import (
     run_append_nb,
     run_pop_last_nb,
-    wq_pop_front_nb,
     wq_push_front_nb,
+    wq_remove_after_nb,
 )
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _cap_tokens_nb(reqs, reps, p, r, i, n, budget, running):
-    """Apply the per-step caps to n new tokens of request i.
+def computed_tokens_nb(reqs, i):
+    """vLLM's num_computed_tokens of request i: applied plus scheduled in flight.
+
+    Mutates: nothing.
+    Returns: int.
+    """
+    return reqs.processed[i] + reqs.tok_inflight[i]
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _cap_tokens_nb(reqs, reps, p, r, comp, n, budget, running):
+    """Apply the per-step caps to n new tokens of a request with comp computed tokens.
 
     Mutates: nothing.
     Returns: capped token count.
@@ -46,7 +70,7 @@ def _cap_tokens_nb(reqs, reps, p, r, i, n, budget, running):
         n = budget
     # NOTE(vllm): only running requests are capped at max_model_len - 1 - computed.
     if running and p.max_model_len > 0:
-        room = p.max_model_len - reqs.processed[i] - 1
+        room = p.max_model_len - comp - 1
         if n > room:
             n = room
     return n
@@ -77,8 +101,9 @@ def _pool_account_nb(reps, r):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _grow_running_nb(reps, reqs, p, r, i, need, n, now_ns):
-    """Give running request i the `need` blocks its next n tokens require.
+def _grow_running_nb(reps, reqs, p, r, i, comp, need, n, now_ns):
+    """Give running request i (comp computed tokens) the `need` blocks its next n tokens
+    require.
 
     Mutates: reps (blocks, pool), reqs.blocks / kv_cached.
     Returns: nothing.
@@ -89,7 +114,7 @@ def _grow_running_nb(reps, reqs, p, r, i, need, n, now_ns):
     _kv_touch_nb(reps, r, now_ns)
     allocate_new_nb(reps, reqs, r, i, need)
     seq = reqs.prompt[i] + reqs.generated[i]
-    upto = reqs.processed[i] + n
+    upto = comp + n
     cache_full_blocks_nb(reps, reqs, p, r, i, upto if upto < seq else seq)
     _pool_account_nb(reps, r)
 
@@ -98,10 +123,13 @@ def _grow_running_nb(reps, reqs, p, r, i, need, n, now_ns):
 def _preempt_v1_nb(reps, reqs, r, i, now_ns):
     """Recompute preemption: free all blocks, computed tokens to 0, front of the queue.
 
+    NOTE(vllm): Scheduler._preempt_request: tokens of a step in flight become stale output.
     Mutates: reps, reqs.
     Returns: nothing.
     """
     release_nb(reps, reqs, r, i, now_ns)
+    reqs.tok_stale[i] += reqs.tok_inflight[i]
+    reqs.tok_inflight[i] = 0
     reqs.processed[i] = 0
     reqs.prefill_done[i] = 0
     reqs.restarts[i] += 1
@@ -111,15 +139,33 @@ def _preempt_v1_nb(reps, reqs, r, i, now_ns):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _admit_nb(reps, reqs, p, r, i, hit_blocks, need, n, now_ns):
-    """Move the waiting head i to running with hit_blocks cached blocks and `need` new ones.
+def _scheduled_nb(reps, reqs, p, r, s, i, comp, n):
+    """Put n tokens of request i (comp computed tokens before) into the batch in slot s.
+
+    NOTE(vllm): Scheduler._update_after_schedule advances num_computed_tokens at once;
+    AsyncScheduler._update_after_schedule adds an output placeholder when the step completes
+    the known sequence (placeholders included), i.e. when it samples a token.
+    Mutates: reps.bat_*, reqs.tok_inflight, reqs.placeholders.
+    Returns: nothing.
+    """
+    batch_add_nb(reps, r, s, i, n)
+    reqs.tok_inflight[i] += n
+    if p.async_scheduling:
+        if comp + n >= reqs.prompt[i] + reqs.generated[i] + reqs.placeholders[i]:
+            reqs.placeholders[i] += 1
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _admit_nb(reps, reqs, p, r, prev, i, hit_blocks, need, n, now_ns):
+    """Move waiting request i (queued after prev; NO_ID = the head) to running with
+    hit_blocks cached blocks and `need` new ones.
 
     Mutates: reps (queues, blocks, pool, cache stats), reqs.
     Returns: nothing.
     """
     seq = reqs.prompt[i] + reqs.generated[i]
     hit = hit_blocks * p.block_size
-    wq_pop_front_nb(reps, reqs, r)
+    wq_remove_after_nb(reps, reqs, r, prev)
     if reqs.status[i] == ReqStatus.WAITING:
         # NOTE(vllm): num_cached_tokens is the hit of the first admission only.
         reqs.cached_tokens[i] = hit
@@ -157,14 +203,22 @@ def schedule_vllm_v1_nb(reps, reqs, p, r, s, now_ns):
     k = 0
     while k < reps.run_n[r] and budget > 0:
         i = reps.run[r, k]
+        comp = computed_tokens_nb(reqs, i)
         seq = reqs.prompt[i] + reqs.generated[i]
-        if reqs.processed[i] < reqs.prompt[i]:
+        ph = reqs.placeholders[i]
+        # NOTE(vllm): AsyncScheduler: a request whose step in flight samples its last token is
+        # not scheduled again (comp + 1 - (ph - 1) tokens are known once that step ends).
+        if ph > 0 and comp + 2 - ph >= reqs.prompt[i] + reqs.orig_decode[i]:
+            k += 1
+            continue
+        if comp < reqs.prompt[i]:
             n_prefill += 1
-        n = _cap_tokens_nb(reqs, reps, p, r, i, seq - reqs.processed[i], budget, True)
+        # NOTE(vllm): placeholders count as known tokens: a decode can follow a step in flight.
+        n = _cap_tokens_nb(reqs, reps, p, r, comp, seq + ph - comp, budget, True)
         if n <= 0:
             k += 1
             continue
-        need = _ceil_div_nb(reqs.processed[i] + n, p.block_size) - reqs.blocks[i]
+        need = _ceil_div_nb(comp + n, p.block_size) - reqs.blocks[i]
         scheduled = True
         # NOTE(vllm): on allocation failure preempt the last running request (the most recently
         # admitted) and retry; if that is the request itself, the running pass ends.
@@ -178,27 +232,34 @@ def schedule_vllm_v1_nb(reps, reqs, p, r, s, now_ns):
         if not scheduled:
             break
         if need > 0:
-            _grow_running_nb(reps, reqs, p, r, i, need, n, now_ns)
+            _grow_running_nb(reps, reqs, p, r, i, comp, need, n, now_ns)
         elif p.prefix_caching:
-            seq_c = reqs.processed[i] + n
+            seq_c = comp + n
             cache_full_blocks_nb(reps, reqs, p, r, i, seq_c if seq_c < seq else seq)
-        batch_add_nb(reps, r, s, i, n)
+        _scheduled_nb(reps, reqs, p, r, s, i, comp, n)
         budget -= n
         k += 1
     # NOTE(vllm): no admissions in a step that preempted.
     if preempted:
         return reps.bat_n[r, s]
-    while reps.wq_head[r] != NO_ID and budget > 0 and reps.run_n[r] < p.batch_cap:
+    prev = NO_ID  # the waiting request before i (NO_ID: i is the head)
+    i = reps.wq_head[r]
+    while i != NO_ID and budget > 0 and reps.run_n[r] < p.batch_cap:
         if p.max_partial_prefills > 0 and n_prefill >= p.max_partial_prefills:
             break
-        i = reps.wq_head[r]
+        if reqs.tok_stale[i] > 0:
+            # NOTE(vllm): a request whose stale output is still in flight is skipped, not a
+            # stop: resuming it now could sample a position that output will deliver.
+            prev = i
+            i = reqs.q_next[i]
+            continue
         seq = reqs.prompt[i] + reqs.generated[i]
         hit_blocks = 0
         evictable = 0
         if p.prefix_caching:
             hit_blocks, evictable = lookup_hit_nb(reps, reqs, p, r, i, seq)
         hit = hit_blocks * p.block_size
-        n = _cap_tokens_nb(reqs, reps, p, r, i, seq - hit, budget, False)
+        n = _cap_tokens_nb(reqs, reps, p, r, hit, seq - hit, budget, False)
         if n <= 0:
             break
         free = _free_blocks_nb(reps, p, r)
@@ -212,8 +273,9 @@ def schedule_vllm_v1_nb(reps, reqs, p, r, s, now_ns):
         need = _ceil_div_nb(hit + n, p.block_size) - hit_blocks
         if need + evictable > free:
             break
-        _admit_nb(reps, reqs, p, r, i, hit_blocks, need, n, now_ns)
-        batch_add_nb(reps, r, s, i, n)
+        _admit_nb(reps, reqs, p, r, prev, i, hit_blocks, need, n, now_ns)
+        _scheduled_nb(reps, reqs, p, r, s, i, hit, n)
         budget -= n
         n_prefill += 1
+        i = reps.wq_head[r] if prev == NO_ID else reqs.q_next[prev]
     return reps.bat_n[r, s]

@@ -40,6 +40,9 @@ class Reqs(NamedTuple):
     hashes: np.ndarray  # int64[m], chained prefix-block hashes (hash_off indexes into it)
     kv_slot: np.ndarray  # int64, block-list slot in the replica's pool (NO_ID = holds none)
     kv_cached: np.ndarray  # int64, leading blocks of the request registered in the cache
+    tok_inflight: np.ndarray  # int64, v1: tokens scheduled in batches whose outputs are not applied
+    placeholders: np.ndarray  # int64, v1 async: sampled tokens in flight (output placeholders)
+    tok_stale: np.ndarray  # int64, v1 async: in-flight tokens scheduled before a preemption
 
 
 class Reps(NamedTuple):
@@ -135,3 +138,4 @@ class SchedParams(NamedTuple):
     max_partial_prefills: int = 0  # vLLM v1: requests in prefill per step (0 = no cap)
     prefix_caching: int = 0  # vLLM v1: paged block pool with prefix caching
     router_imbalance: int = 0  # prefix_aware: max pending-prefill tokens above the least loaded
+    async_scheduling: int = 0  # vLLM v1: form step N+1 before step N's outputs are applied

@@ -78,6 +78,16 @@ def ceil_to_nb(x, m):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
+def host_time_ms_nb(tp_, n_seqs):
+    """Host part of a stage time (fixed plus per-request overhead) for a batch of n_seqs.
+
+    Mutates: nothing.
+    Returns: ms (float); stage_time_ms_nb includes it.
+    """
+    return tp_.cpu_overhead_ms + tp_.cpu_overhead_per_seq_ms * n_seqs
+
+
+@njit(cache=True, nogil=True, _nrt=False)
 def stage_time_ms_nb(
     grids, tp_, n_tokens, n_dec, dec_kv_sum, n_pre, pre_kv, pre_chunk_sq_sum, last_stage
 ):

@@ -39,6 +39,10 @@ class VllmV1Scheduler:
     NVIDIA's aiconfigurator models vLLM's default)."""
     enable_prefix_caching: bool = True
     """Reuse cached KV blocks of identical prompt prefixes (needs trace hashes; vLLM default)."""
+    async_scheduling: bool = False
+    """Form the next step while the previous one runs (vLLM's AsyncScheduler): in-flight
+    decodes are scheduled again from output placeholders and the host overhead of a step
+    overlaps the step before it."""
 
 
 @dataclass(frozen=True)

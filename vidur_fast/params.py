@@ -196,6 +196,7 @@ def build_setup(cfg: SimConfig, model: ModelSpec, device: DeviceSpec) -> EngineS
                 max_partial_prefills=s.max_num_partial_prefills,
                 prefix_caching=int(s.enable_prefix_caching),
                 router_imbalance=_router_imbalance(cfg),
+                async_scheduling=int(s.async_scheduling),
                 **common,
             )
             return EngineSetup(p, plan, s.block_size, max_len)

@@ -6,7 +6,6 @@ directory named in VIDUR_FAST_EXTRA_CASES (os.pathsep-separated).
 
 import csv
 import gzip
-import json
 import os
 from pathlib import Path
 
@@ -62,13 +61,6 @@ def _expected_requests(case: Path) -> tuple[dict, dict]:
 @pytest.mark.skipif(not CASES, reason="no vLLM v1 reference cases found")
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_replay_matches_vllm(case: Path):
-    meta = json.loads((case / "meta.json").read_text())
-    if meta["config"].get("async_scheduling"):
-        pytest.xfail(
-            "async scheduling is not modelled: vLLM forms step N+1 before applying step N's "
-            "outputs (output placeholders let in-flight decodes be scheduled again), while the "
-            "engine applies a batch before forming the next"
-        )
     got = replay_case(case)
     want = _expected_rows(case)
     for k, (g, w) in enumerate(zip(got.rows, want, strict=False)):

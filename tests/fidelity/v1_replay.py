@@ -7,6 +7,10 @@ prompts to token ids the way the recording did (shared/unique segments from seed
 hashes over prompt + output, and then steps one replica: arrivals are queued before each
 scheduling call, `schedule_vllm_v1_nb` forms the batch and the loop's batch-finish kernel
 applies it. Step cost in time mode is base + per_token * tokens (an empty step costs 0).
+
+Async scheduling follows the recording's batch queue of two (vLLM's
+EngineCore.step_with_batch_queue): each iteration forms step k into the free one of two batch
+slots, then applies the oldest queued step; empty steps are queued too.
 """
 
 import csv
@@ -108,8 +112,7 @@ class ReplayResult:
 
 def replay_case(case_dir: Path) -> ReplayResult:
     cfg = json.loads((case_dir / "meta.json").read_text())["config"]
-    if cfg.get("async_scheduling"):
-        raise NotImplementedError("async scheduling")
+    async_mode = bool(cfg.get("async_scheduling"))
     if cfg.get("policy", "fcfs") != "fcfs" or cfg.get("watermark", 0.0) != 0.0:
         raise NotImplementedError("only fcfs without watermark")
     specs = load_case_workload(case_dir / "workload.csv")
@@ -139,6 +142,7 @@ def replay_case(case_dir: Path) -> ReplayResult:
         reserve_full_seq=int(bool(cfg["scheduler_reserve_full_isl"])),
         fix_ft_leak=1,
         prefix_caching=int(apc),
+        async_scheduling=int(async_mode),
     )
     # hash lists cover prompt + output (the outputs are known in advance)
     hashes = [
@@ -152,7 +156,8 @@ def replay_case(case_dir: Path) -> ReplayResult:
     prompt = np.array([len(s.tokens) for s in specs], dtype=np.int64)
     decode = np.array([s.max_tokens for s in specs], dtype=np.int64)
     reqs = alloc_reqs(np.zeros(n, np.int64), prompt, decode, np.full(n, -1), hash_off, flat)
-    reps = alloc_reps(1, 1, batch_cap, usable if apc else 0, -(-max_len // bs) + 1)
+    slots = 2 if async_mode else 1
+    reps = alloc_reps(1, 1, batch_cap, usable if apc else 0, -(-max_len // bs) + 1, slots)
     cl = closed_loop_state(None, n)  # open loop: arrivals are fed by this driver
     hist = alloc_hist()
 
@@ -167,6 +172,20 @@ def replay_case(case_dir: Path) -> ReplayResult:
             ready.append((s.arrival, k))
     rows: list[tuple] = []
     step, clock, done, flush = 0, 0.0, 0, False
+    queue: list[tuple[int, int, int]] = []  # (slot, step, requests) formed, not yet applied
+
+    def apply(slot: int, sstep: int, nb: int) -> None:
+        nonlocal done, flush
+        if nb == 0:
+            return
+        was_done = reqs.status == ReqStatus.FINISHED
+        done += _finish_batch_nb(reps, reqs, hist, cl, p, 0, slot, int(round(clock * NS_PER_S)))
+        for i in np.flatnonzero((reqs.status == ReqStatus.FINISHED) & ~was_done):
+            flush = True
+            for dep in dependents.get(specs[i].rid, []):
+                d = specs[dep].delay
+                ready.append(((clock + d) if time_mode else (sstep + 1 + d), dep))
+
     while done < n:
         now = clock if time_mode else float(step)
         ready.sort()
@@ -175,7 +194,7 @@ def replay_case(case_dir: Path) -> ReplayResult:
             reqs.status[k] = ReqStatus.WAITING
             reqs.replica[k] = 0
             wq_push_back_nb(reps, reqs, 0, k)
-        if reps.run_n[0] == 0 and reps.wq_len[0] == 0 and not flush:
+        if reps.run_n[0] == 0 and reps.wq_len[0] == 0 and not flush and not queue:
             nxt = min(ready)[0]
             if time_mode:
                 clock = max(clock, nxt)
@@ -184,28 +203,28 @@ def replay_case(case_dir: Path) -> ReplayResult:
             continue
         before = reqs.status.copy()
         now_ns = int(round(clock * NS_PER_S))
-        nb = schedule_vllm_v1_nb(reps, reqs, p, 0, 0, now_ns)
+        slot = ({0, 1} - {q[0] for q in queue}).pop() if async_mode else 0
+        nb = schedule_vllm_v1_nb(reps, reqs, p, 0, slot, now_ns)
         ntok = 0
         for pos in range(nb):
-            i = int(reps.bat_req[0, 0, pos])
-            t = int(reps.bat_tok[0, 0, pos])
+            i = int(reps.bat_req[0, slot, pos])
+            t = int(reps.bat_tok[0, slot, pos])
             kind = {ReqStatus.WAITING: "new", ReqStatus.PREEMPTED: "resumed"}.get(
                 int(before[i]), "running"
             )
-            rows.append((step, pos, specs[i].rid, kind, int(reqs.processed[i]), t))
+            start = int(reqs.processed[i] + reqs.tok_inflight[i]) - t
+            rows.append((step, pos, specs[i].rid, kind, start, t))
             ntok += t
         if time_mode and ntok > 0:
             clock += base + per_tok * ntok
         flush = False
         if nb > 0:
-            was_done = reqs.status == ReqStatus.FINISHED
-            reps.inflight[0] = 1
-            done += _finish_batch_nb(reps, reqs, hist, cl, p, 0, 0, int(round(clock * NS_PER_S)))
-            for i in np.flatnonzero((reqs.status == ReqStatus.FINISHED) & ~was_done):
-                flush = True
-                for dep in dependents.get(specs[i].rid, []):
-                    d = specs[dep].delay
-                    ready.append(((clock + d) if time_mode else (step + 1 + d), dep))
+            reps.inflight[0] += 1
+        queue.append((slot, step, nb))
+        if not async_mode:
+            apply(*queue.pop(0))
+        elif not (len(queue) < 2 and (ntok > 0 or reps.run_n[0] + reps.wq_len[0] > 0)):
+            apply(*queue.pop(0))
         step += 1
     return ReplayResult(
         rows,

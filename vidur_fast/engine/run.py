@@ -108,7 +108,12 @@ def run_engine(
     reqs.rejected[:] = rejected
     pool_blocks = sp.num_blocks if sp.prefix_caching else 0
     reps = alloc_reps(
-        sp.n_replicas, sp.pp, sp.batch_cap, pool_blocks, _max_request_blocks(sp, prompt, decode)
+        sp.n_replicas,
+        sp.pp,
+        sp.batch_cap,
+        pool_blocks,
+        _max_request_blocks(sp, prompt, decode),
+        loop.batch_slots(sp),
     )
     log = alloc_log(log_capacity)
     hist = alloc_hist()

@@ -72,21 +72,32 @@ def alloc_reqs(
         ),
         kv_slot=full(NO_ID),
         kv_cached=full(0),
+        tok_inflight=full(0),
+        placeholders=full(0),
+        tok_stale=full(0),
     )
 
 
 def alloc_reps(
-    n_replicas: int, pp: int, batch_cap: int, pool_blocks: int = 0, max_req_blocks: int = 0
+    n_replicas: int,
+    pp: int,
+    batch_cap: int,
+    pool_blocks: int = 0,
+    max_req_blocks: int = 0,
+    batch_slots: int = 0,
 ) -> Reps:
     """pool_blocks > 0 allocates the paged block pool (prefix caching) with that many blocks
-    per replica and batch_cap block lists of max_req_blocks entries each."""
-    reps = _alloc_reps(n_replicas, pp, batch_cap, pool_blocks, max_req_blocks)
+    per replica and batch_cap block lists of max_req_blocks entries each. batch_slots: batches
+    a replica may have in flight (0 = pp; vLLM v1 async scheduling needs 2)."""
+    reps = _alloc_reps(n_replicas, pp, batch_cap, pool_blocks, max_req_blocks, batch_slots or pp)
     if pool_blocks > 0:
         init_pool_nb(reps)
     return reps
 
 
-def _alloc_reps(n_replicas: int, pp: int, batch_cap: int, pool_blocks: int, max_req_blocks: int):
+def _alloc_reps(
+    n_replicas: int, pp: int, batch_cap: int, pool_blocks: int, max_req_blocks: int, slots: int
+):
     R = n_replicas
     i64 = np.int64
     # batch slots hold up to batch_cap requests plus scratch space at the tail
@@ -107,12 +118,12 @@ def _alloc_reps(n_replicas: int, pp: int, batch_cap: int, pool_blocks: int, max_
         alloc_blocks=z(R),
         alloc_reqs=z(R),
         inflight=z(R),
-        bat_n=z(R, pp),
-        bat_req=np.full((R, pp, slot_cap), NO_ID, dtype=i64),
-        bat_tok=z(R, pp, slot_cap),
-        bat_end=never(R, pp),
-        bat_seq=z(R, pp),
-        bat_npre=z(R, pp),
+        bat_n=z(R, slots),
+        bat_req=np.full((R, slots, slot_cap), NO_ID, dtype=i64),
+        bat_tok=z(R, slots, slot_cap),
+        bat_end=never(R, slots),
+        bat_seq=z(R, slots),
+        bat_npre=z(R, slots),
         stage_free=z(R, pp),
         wake=never(R),
         ev_key=never(tree_size(R)),
