@@ -22,7 +22,7 @@ from vidur_fast.kernels.dtypes import NEVER, ReqStatus, RouterPolicy, SchedPolic
 from vidur_fast.kernels.state import SchedParams
 from vidur_fast.kernels.timing import TimingParams
 
-from tests.scenario.engine_harness import GC, G, linear_grids
+from tests.scenario.engine_harness import GC, PLAIN_ROUTERS, G, linear_grids
 from vidur_fast.engine.memory import MemoryPlan
 from vidur_fast.engine.run import run_engine
 from vidur_fast.params import REJECT_REASONS, EngineSetup, rejection_codes
@@ -48,13 +48,7 @@ SCHEDULERS = (
     SchedPolicy.FASTER_TRANSFORMER,
     SchedPolicy.LIGHTLLM,
 )
-ROUTERS = (
-    RouterPolicy.ROUND_ROBIN,
-    RouterPolicy.RANDOM,
-    RouterPolicy.LOR,
-    RouterPolicy.LOP,
-    RouterPolicy.LEAST_WAITING,
-)
+ROUTERS = PLAIN_ROUTERS
 RAN: Counter = Counter()
 
 

@@ -4,7 +4,7 @@ record."""
 
 import numpy as np
 import pytest
-from vidur_fast.kernels.dtypes import NEVER, NS_PER_S, RouterPolicy, SchedPolicy
+from vidur_fast.kernels.dtypes import NEVER, NS_PER_S, SchedPolicy
 from vidur_fast.kernels.state import SchedParams
 from vidur_fast.kernels.timing import (
     KV_RULE_PER_REQUEST,
@@ -15,17 +15,12 @@ from vidur_fast.kernels.timing import (
 )
 
 from tests.reference.naive_sim import naive_sim
+from tests.scenario.engine_harness import PLAIN_ROUTERS
 from vidur_fast.engine.run import run_engine
 
 T, B, G, GC = 2048, 64, 64, 32
 CASES_PER_POLICY = 30
-ROUTERS = (
-    RouterPolicy.ROUND_ROBIN,
-    RouterPolicy.RANDOM,
-    RouterPolicy.LOR,
-    RouterPolicy.LOP,
-    RouterPolicy.LEAST_WAITING,
-)
+ROUTERS = PLAIN_ROUTERS
 PP_CAPABLE = (
     SchedPolicy.SARATHI,
     SchedPolicy.VLLM,

@@ -7,6 +7,16 @@ from vidur_fast.kernels.timing import N_COUNTERS, TimingGrids, TimingParams
 
 from vidur_fast.engine.run import run_engine
 
+# routers that need no sessions or prefix hashes (randomised tests draw from these)
+PLAIN_ROUTERS = (
+    RouterPolicy.ROUND_ROBIN,
+    RouterPolicy.RANDOM,
+    RouterPolicy.LOR,
+    RouterPolicy.LOP,
+    RouterPolicy.LEAST_WAITING,
+)
+
+
 T, B, G, GC = 4096, 64, 64, 32
 
 
