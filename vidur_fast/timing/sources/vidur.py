@@ -227,6 +227,18 @@ def _nodes_with(root: Path, filename: str) -> list[str]:
     return sorted(p.name for p in net.iterdir() if (p / filename).is_file()) if net.is_dir() else []
 
 
+def _network_csv(root: Path, node: NodeSpec, filename: str, why: str) -> Path:
+    """network/<node>/<filename>, or a profile error listing the nodes that have it."""
+    path = root / "network" / node.name / filename
+    if not path.is_file():
+        raise profile_error(
+            SOURCE,
+            f"{why} needs network/{node.name}/{filename}, missing in {root}; "
+            f"nodes with {filename}: {join(_nodes_with(root, filename))}",
+        )
+    return path
+
+
 # ---- entry points ----
 
 
@@ -278,24 +290,12 @@ def load(
     e = model.embedding_dim
     all_reduce = empty_frame(COMM_COLUMNS)
     if tp > 1:
-        path = root / "network" / node.name / "all_reduce.csv"
-        if not path.is_file():
-            raise profile_error(
-                SOURCE,
-                f"TP {tp} needs network/{node.name}/all_reduce.csv, missing in {root}; "
-                f"nodes with all_reduce.csv: {join(_nodes_with(root, 'all_reduce.csv'))}",
-            )
+        path = _network_csv(root, node, "all_reduce.csv", f"TP {tp}")
         all_reduce = _collective(path, root, "all_reduce", tp, tp, e)
         files.append(path)
     send_recv = empty_frame(COMM_COLUMNS)
     if pp > 1:
-        path = root / "network" / node.name / "send_recv.csv"
-        if not path.is_file():
-            raise profile_error(
-                SOURCE,
-                f"PP {pp} needs network/{node.name}/send_recv.csv, missing in {root}; "
-                f"nodes with send_recv.csv: {join(_nodes_with(root, 'send_recv.csv'))}",
-            )
+        path = _network_csv(root, node, "send_recv.csv", f"PP {pp}")
         # NOTE(vidur): a replica spanning nodes uses the cross-node rows (devices_per_node 1).
         dpn = 1 if tp * pp > node.gpus_per_node else 2
         send_recv = _collective(path, root, "send_recv", None, dpn, e)
