@@ -32,16 +32,6 @@ def _next_tokens_nb(reqs, i):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _admit_nb(reqs, reps, r, i):
-    """Mark a request popped from the waiting queue as running on replica r.
-
-    Mutates: reqs.status.
-    Returns: nothing.
-    """
-    reqs.status[i] = ReqStatus.RUNNING
-
-
-@njit(cache=True, nogil=True, _nrt=False)
 def _schedule_decode_nb(reps, reqs, p, r, s, i, now_ns):
     """Vidur's decode admission with the victim loop: while request i cannot get a block,
     restart the latest running request; with none left, restart i itself.
@@ -121,7 +111,7 @@ def schedule_sarathi_nb(reps, reqs, p, r, s, now_ns):
         if nxt <= 0:
             break
         wq_pop_front_nb(reps, reqs, r)
-        _admit_nb(reqs, reps, r, i)
+        reqs.status[i] = ReqStatus.RUNNING
         allocate_request_nb(reps, reqs, p, r, i, now_ns)
         batch_add_nb(reps, r, s, i, nxt)
         budget_used += nxt
@@ -153,7 +143,7 @@ def schedule_vllm_nb(reps, reqs, p, r, s, now_ns):
         if reps.bat_n[r, s] >= p.max_micro_batch:
             break
         wq_pop_front_nb(reps, reqs, r)
-        _admit_nb(reqs, reps, r, i)
+        reqs.status[i] = ReqStatus.RUNNING
         allocate_request_nb(reps, reqs, p, r, i, now_ns)
         batch_add_nb(reps, r, s, i, nxt)
         max_len = m
@@ -178,7 +168,7 @@ def _admit_reserving_nb(reps, reqs, p, r, s, now_ns):
         if p.num_blocks - reps.alloc_blocks[r] < p.max_blocks_per_seq:
             break
         i = wq_pop_front_nb(reps, reqs, r)
-        _admit_nb(reqs, reps, r, i)
+        reqs.status[i] = ReqStatus.RUNNING
         alloc_nb(reps, reqs, r, i, p.max_blocks_per_seq, now_ns)
         batch_add_nb(reps, r, s, i, _next_tokens_nb(reqs, i))
     return reps.bat_n[r, s]

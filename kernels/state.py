@@ -134,7 +134,6 @@ class SchedParams(NamedTuple):
     long_prefill_threshold: int  # vLLM v1, 0 = off
     max_model_len: int  # vLLM v1 cap on tokens per request
     reserve_full_seq: int  # vLLM v1 full-sequence admission gate
-    fix_ft_leak: int  # free FasterTransformer requests when they finish (Vidur bug 4 fixed)
     max_partial_prefills: int = 0  # vLLM v1: requests in prefill per step (0 = no cap)
     prefix_caching: int = 0  # vLLM v1: paged block pool with prefix caching
     router_imbalance: int = 0  # prefix_aware: max pending-prefill tokens above the least loaded

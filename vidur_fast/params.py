@@ -192,7 +192,6 @@ def build_setup(cfg: SimConfig, model: ModelSpec, device: DeviceSpec) -> EngineS
                 long_prefill_threshold=s.long_prefill_token_threshold,
                 max_model_len=max_len,
                 reserve_full_seq=int(s.reserve_full_sequence),
-                fix_ft_leak=1,
                 max_partial_prefills=s.max_num_partial_prefills,
                 prefix_caching=int(s.enable_prefix_caching),
                 router_imbalance=_router_imbalance(cfg),
@@ -268,7 +267,6 @@ def build_setup(cfg: SimConfig, model: ModelSpec, device: DeviceSpec) -> EngineS
                 long_prefill_threshold=0,
                 max_model_len=0,
                 reserve_full_seq=0,
-                fix_ft_leak=1,
                 **common,
             )
             bound = (
@@ -314,7 +312,6 @@ def _lightllm_setup(s: LightLLMScheduler, c, model: ModelSpec, device: DeviceSpe
         long_prefill_threshold=0,
         max_model_len=0,
         reserve_full_seq=0,
-        fix_ft_leak=1,
         **common,
     )
     return EngineSetup(p, plan, LIGHTLLM_PROFILE_BLOCK_SIZE, 0)

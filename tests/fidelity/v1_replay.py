@@ -140,7 +140,6 @@ def replay_case(case_dir: Path) -> ReplayResult:
         long_prefill_threshold=int(cfg["long_prefill_token_threshold"]),
         max_model_len=max_len,
         reserve_full_seq=int(bool(cfg["scheduler_reserve_full_isl"])),
-        fix_ft_leak=1,
         prefix_caching=int(apc),
         async_scheduling=int(async_mode),
     )

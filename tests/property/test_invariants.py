@@ -97,7 +97,6 @@ def clusters(draw, policy: int):
         long_prefill_threshold=draw(st.sampled_from((0, 0, 7, 50))) if v1 else 0,
         max_model_len=max_model_len,
         reserve_full_seq=draw(st.integers(0, 1)) if v1 else 0,
-        fix_ft_leak=1,
         prefix_caching=draw(st.integers(0, 1)) if v1 else 0,
         async_scheduling=draw(st.integers(0, 1)) if v1 else 0,
     )

@@ -110,7 +110,6 @@ def random_case(policy: SchedPolicy, seed: int):
         long_prefill_threshold=int(rng.choice([0, 0, 16, 48])),
         max_model_len=0,
         reserve_full_seq=int(rng.integers(0, 2)),
-        fix_ft_leak=1,
     )
     kv_rule = KV_RULE_PER_REQUEST if rng.random() < 0.5 else KV_RULE_SUM
     tp = TimingParams(G, GC, 2 // pp, 0.1, 0.1, 0.0, kv_rule, 1, pp)

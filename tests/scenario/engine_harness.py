@@ -69,7 +69,6 @@ def params(
         long_prefill_threshold=long_prefill,
         max_model_len=max_model_len,
         reserve_full_seq=reserve_full,
-        fix_ft_leak=1,
     )
 
 
