@@ -31,7 +31,8 @@ def _next_tokens_nb(reqs, i):
     return reqs.prompt[i] - reqs.processed[i]
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+# inlined: called once per decoding request per step, and a call passes every state array
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _schedule_decode_nb(reps, reqs, p, r, s, i, now_ns):
     """Vidur's decode admission with the victim loop: while request i cannot get a block,
     restart the latest running request; with none left, restart i itself.
