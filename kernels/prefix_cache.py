@@ -9,7 +9,8 @@ block and is never handed out, so the usable pool is ids 0..U-1 in vLLM's initia
 Layout (all in Reps, rows indexed by replica r):
   kv_ref[r, b]      references to block b (0 = free, possibly still cached)
   kv_hash[r, b]     chained block hash, NO_HASH when b holds no full cached block
-  kv_dup[r, b]      next block registered under the same hash (insertion order), NO_ID at end
+  kv_dup[r, b]      next block registered under the same hash (insertion order), NO_ID at end;
+                    _UNINDEXED for a block with a private hash that is not in the table
   kv_prev/kv_next   intrusive doubly linked free list; head = next to evict (LRU)
   ht_key/ht_val     open-addressing (linear probing) table hash -> first block with that hash
   kv_list[r, s, :]  block ids of the request in list slot s, in token order
@@ -19,6 +20,12 @@ Layout (all in Reps, rows indexed by replica r):
                     is registered (a blocked head is looked up again every step)
 Requests hold a slot only while they hold blocks (running), so memory is bounded by
 replicas x max_num_seqs x max blocks per request, whatever the number of requests.
+
+Private hashes (blocks past the workload's hash list, e.g. a request's own output) can only be
+looked up by their own request, and only after it was preempted: such blocks are marked cached
+(kv_hash set, so frees and evictions behave as for any cached block) but enter the hash table
+only when their request is preempted (index_private_blocks_nb). Without shared hashes (plain
+synthetic workloads) the table then stays almost empty.
 """
 
 import numpy as np
@@ -31,6 +38,7 @@ _U64_M2 = np.uint64(0x94D049BB133111EB)
 _PRIVATE_SALT = np.uint64(0x3C6EF372FE94F82B)
 _MASK63 = np.uint64(0x7FFFFFFFFFFFFFFF)
 _EMPTY = 0  # ht_key value of an empty table cell (NO_HASH never is a key)
+_UNINDEXED = -2  # kv_dup of a cached block whose private hash is not in the hash table
 
 # ---- hashes ----
 
@@ -209,6 +217,16 @@ def _register_nb(reps, r, b, h):
     Returns: nothing.
     """
     reps.kv_hash[r, b] = h
+    _index_nb(reps, r, b, h)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _index_nb(reps, r, b, h):
+    """Enter block b (holding hash h) into the hash table, after any block already there.
+
+    Mutates: reps.kv_dup, ht_*, memo_req.
+    Returns: nothing.
+    """
     reps.kv_dup[r, b] = NO_ID
     if h == reps.memo_next_hash[r]:
         reps.memo_req[r] = NO_ID
@@ -231,6 +249,11 @@ def _evict_nb(reps, r, b):
     Returns: nothing.
     """
     _memo_touch_nb(reps, r, b)
+    reps.pc_evictions[r] += 1
+    if reps.kv_dup[r, b] == _UNINDEXED:
+        reps.kv_dup[r, b] = NO_ID
+        reps.kv_hash[r, b] = NO_HASH
+        return
     h = reps.kv_hash[r, b]
     c = _ht_find_nb(reps, r, h)
     head = reps.ht_val[r, c]
@@ -246,7 +269,6 @@ def _evict_nb(reps, r, b):
         reps.kv_dup[r, x] = reps.kv_dup[r, b]
     reps.kv_dup[r, b] = NO_ID
     reps.kv_hash[r, b] = NO_HASH
-    reps.pc_evictions[r] += 1
 
 
 # ---- request-level operations ----
@@ -366,10 +388,34 @@ def cache_full_blocks_nb(reps, reqs, p, r, i, n_tokens):
     """
     full = n_tokens // p.block_size
     s = reqs.kv_slot[i]
+    shared = reqs.hash_off[i + 1] - reqs.hash_off[i]
     for k in range(reqs.kv_cached[i], full):
-        _register_nb(reps, r, reps.kv_list[r, s, k], block_hash_nb(reqs, i, k))
+        b = reps.kv_list[r, s, k]
+        if k < shared:
+            _register_nb(reps, r, b, reqs.hashes[reqs.hash_off[i] + k])
+        else:
+            reps.kv_hash[r, b] = block_hash_nb(reqs, i, k)
+            reps.kv_dup[r, b] = _UNINDEXED
     if full > reqs.kv_cached[i]:
         reqs.kv_cached[i] = full
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def index_private_blocks_nb(reps, reqs, r, i):
+    """Enter request i's cached private blocks into the hash table before it is preempted, so
+    that its re-admission can hit them (in registration order, as if entered when cached).
+
+    Mutates: reps.kv_dup, ht_*, memo_req.
+    Returns: nothing.
+    """
+    s = reqs.kv_slot[i]
+    if s == NO_ID:
+        return
+    shared = reqs.hash_off[i + 1] - reqs.hash_off[i]
+    for k in range(shared, reqs.kv_cached[i]):
+        b = reps.kv_list[r, s, k]
+        if reps.kv_dup[r, b] == _UNINDEXED:
+            _index_nb(reps, r, b, reps.kv_hash[r, b])
 
 
 @njit(cache=True, nogil=True, _nrt=False)

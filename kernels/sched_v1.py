@@ -33,6 +33,7 @@ from vidur_fast.kernels.prefix_cache import (
     acquire_slot_nb,
     allocate_new_nb,
     cache_full_blocks_nb,
+    index_private_blocks_nb,
     lookup_hit_nb,
     touch_hit_nb,
 )
@@ -120,13 +121,15 @@ def _grow_running_nb(reps, reqs, p, r, i, comp, need, n, now_ns):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _preempt_v1_nb(reps, reqs, r, i, now_ns):
+def _preempt_v1_nb(reps, reqs, p, r, i, now_ns):
     """Recompute preemption: free all blocks, computed tokens to 0, front of the queue.
 
     NOTE(vllm): Scheduler._preempt_request: tokens of a step in flight become stale output.
     Mutates: reps, reqs.
     Returns: nothing.
     """
+    if p.prefix_caching:
+        index_private_blocks_nb(reps, reqs, r, i)
     release_nb(reps, reqs, r, i, now_ns)
     reqs.tok_stale[i] += reqs.tok_inflight[i]
     reqs.tok_inflight[i] = 0
@@ -224,7 +227,7 @@ def schedule_vllm_v1_nb(reps, reqs, p, r, s, now_ns):
         # admitted) and retry; if that is the request itself, the running pass ends.
         while need > _free_blocks_nb(reps, p, r):
             victim = run_pop_last_nb(reps, r)
-            _preempt_v1_nb(reps, reqs, r, victim, now_ns)
+            _preempt_v1_nb(reps, reqs, p, r, victim, now_ns)
             preempted = True
             if victim == i:
                 scheduled = False

@@ -59,6 +59,34 @@ def test_hit_is_capped_below_the_last_token_and_eviction_drops_the_hash():
     assert pc.cached_block_nb(reps, 0, 13) == NO_ID and pc.cached_block_nb(reps, 0, 12) == 1
 
 
+def test_private_blocks_enter_the_table_only_when_their_request_is_preempted():
+    # one shared hash (11), then blocks past the hash list: private to request 0
+    reqs, reps, p = _pool(n_blocks=8, hashes=((11,),), prompt=(56,))
+    pc.acquire_slot_nb(reps, reqs, 0, 0)
+    pc.allocate_new_nb(reps, reqs, 0, 0, 4)
+    pc.cache_full_blocks_nb(reps, reqs, p, 0, 0, 56)
+    private = [int(pc.block_hash_nb(reqs, 0, k)) for k in (1, 2)]
+    assert list(reps.kv_hash[0, 1:3]) == private  # cached: freed to the LRU tail, evictable
+    assert pc.cached_block_nb(reps, 0, 11) == 0
+    assert [pc.cached_block_nb(reps, 0, h) for h in private] == [NO_ID, NO_ID]
+    pc.index_private_blocks_nb(reps, reqs, 0, 0)
+    assert [pc.cached_block_nb(reps, 0, h) for h in private] == [1, 2]
+    pc.index_private_blocks_nb(reps, reqs, 0, 0)  # idempotent: no duplicate entries
+    pc._evict_nb(reps, 0, 1)
+    assert pc.cached_block_nb(reps, 0, private[0]) == NO_ID
+    assert pc.cached_block_nb(reps, 0, private[1]) == 2
+
+
+def test_evicting_an_unindexed_private_block_counts_and_clears_it():
+    reqs, reps, p = _pool(n_blocks=8, hashes=((),), prompt=(56,))
+    pc.acquire_slot_nb(reps, reqs, 0, 0)
+    pc.allocate_new_nb(reps, reqs, 0, 0, 4)
+    pc.cache_full_blocks_nb(reps, reqs, p, 0, 0, 56)
+    pc._evict_nb(reps, 0, 0)
+    assert reps.pc_evictions[0] == 1 and reps.kv_hash[0, 0] == NO_HASH
+    assert reps.ht_key[0].max() == 0  # nothing ever entered the table
+
+
 def test_hash_table_matches_a_dict_under_random_inserts_and_evictions():
     rng = np.random.default_rng(0)
     n_blocks = 64
@@ -81,12 +109,21 @@ def test_hash_table_matches_a_dict_under_random_inserts_and_evictions():
             assert pc.cached_block_nb(reps, 0, h) == want
 
 
-def _run(prompt, decode, arrival, hashes, session=None, router=RouterPolicy.ROUND_ROBIN, n_rep=1):
+def _run(
+    prompt,
+    decode,
+    arrival,
+    hashes,
+    session=None,
+    router=RouterPolicy.ROUND_ROBIN,
+    n_rep=1,
+    num_blocks=200,
+):
     n = len(prompt)
     off = np.zeros(n + 1, dtype=np.int64)
     np.cumsum([len(h) for h in hashes], out=off[1:])
     flat = np.array([x for h in hashes for x in h], dtype=np.int64)
-    sp = params(SchedPolicy.VLLM_V1, n_replicas=n_rep, router=router, num_blocks=200)
+    sp = params(SchedPolicy.VLLM_V1, n_replicas=n_rep, router=router, num_blocks=num_blocks)
     sp = sp._replace(prefix_caching=1, router_imbalance=10_000)
     return run_engine(
         np.asarray(arrival, dtype=np.float64),
@@ -157,3 +194,24 @@ def test_random_shared_prefix_run_returns_every_block_and_slot():
     for r in range(2):
         assert sorted(_free_order(reps, r)) == list(range(U))
     assert (reps.alloc_blocks == 0).all() and reps.pc_hit_tokens.sum() > 0
+
+
+def test_private_hashes_behave_like_unique_workload_hashes_under_preemption():
+    """Blocks past the hash list enter the table only at preemption; a run without hashes must
+    match, step for step, one whose workload gives every block a unique hash (always indexed)."""
+    rng = np.random.default_rng(11)
+    n = 120
+    prompt = rng.integers(20, 400, n)
+    decode = rng.integers(20, 200, n)
+    arrival = np.cumsum(rng.exponential(0.002, n))
+    unique = [
+        [10**12 + k * 10_000 + j for j in range((prompt[k] + decode[k]) // 16)] for k in range(n)
+    ]
+    kw = dict(n_rep=2, num_blocks=90)
+    lazy = _run(prompt, decode, arrival, [[] for _ in range(n)], **kw)
+    eager = _run(prompt, decode, arrival, unique, **kw)
+    assert lazy.reps.preemptions.sum() > 20 and lazy.reps.pc_hit_tokens.sum() > 0
+    for col in ("first_tok_ns", "done_ns", "restarts", "cached_tokens", "replica"):
+        np.testing.assert_array_equal(getattr(lazy.reqs, col), getattr(eager.reqs, col), col)
+    for col in ("pc_hit_tokens", "pc_query_tokens", "pc_evictions", "preemptions", "kv_peak"):
+        np.testing.assert_array_equal(getattr(lazy.reps, col), getattr(eager.reps, col), col)
