@@ -69,7 +69,7 @@ def release_nb(reps, reqs, r, i, now_ns):
     if reqs.kv_slot[i] != NO_ID:
         _kv_touch_nb(reps, r, now_ns)
         n = free_request_blocks_nb(reps, reqs, r, i)
-        reps.alloc_blocks[r] = reps.kv_ref.shape[1] - reps.kv_nfree[r]
+        reps.alloc_blocks[r] = reps.kv_blk.shape[1] - reps.kv_nfree[r]
         reps.alloc_reqs[r] -= 1
         return n
     n = reqs.blocks[i]

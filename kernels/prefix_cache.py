@@ -6,13 +6,17 @@ BlockHashToBlockMap) and single_type_kv_cache_manager.py (req_to_blocks, num_cac
 one full-attention group. Block ids here are vLLM's ids minus one: vLLM's block 0 is the null
 block and is never handed out, so the usable pool is ids 0..U-1 in vLLM's initial free order.
 
-Layout (all in Reps, rows indexed by replica r):
-  kv_ref[r, b]      references to block b (0 = free, possibly still cached)
-  kv_hash[r, b]     chained block hash, NO_HASH when b holds no full cached block
-  kv_dup[r, b]      next block registered under the same hash (insertion order), NO_ID at end;
-                    _UNINDEXED for a block with a private hash that is not in the table
-  kv_prev/kv_next   intrusive doubly linked free list; head = next to evict (LRU)
-  ht_key/ht_val     open-addressing (linear probing) table hash -> first block with that hash
+Layout (all in Reps, rows indexed by replica r). The fields a block operation touches together
+share one 16-byte record and a table cell is one 16-byte pair, so a block costs one cache line
+where separate arrays cost one each (the pool of a replica is megabytes, the accesses random):
+  kv_blk[r, b, _REF]   references to block b (0 = free, possibly still cached)
+  kv_blk[r, b, _DUP]   next block registered under the same hash (insertion order), NO_ID at
+                       end; _UNINDEXED for a block with a private hash that is not in the table
+  kv_blk[r, b, _PREV], kv_blk[r, b, _NEXT]
+                       intrusive doubly linked free list; head = next to evict (LRU)
+  kv_hash[r, b]        chained block hash, NO_HASH when b holds no full cached block
+  ht[r, c, _KEY], ht[r, c, _VAL]
+                       open-addressing (linear probing) table hash -> first block with that hash
   kv_list[r, s, :]  block ids of the request in list slot s, in token order
   kv_slot_stack     free list slots (a stack of slot ids), kv_slot_top its size
   memo_*, kv_mark    the last lookup of the waiting head, valid until one of its hit blocks
@@ -37,8 +41,15 @@ _U64_M1 = np.uint64(0xBF58476D1CE4E5B9)
 _U64_M2 = np.uint64(0x94D049BB133111EB)
 _PRIVATE_SALT = np.uint64(0x3C6EF372FE94F82B)
 _MASK63 = np.uint64(0x7FFFFFFFFFFFFFFF)
-_EMPTY = 0  # ht_key value of an empty table cell (NO_HASH never is a key)
-_UNINDEXED = -2  # kv_dup of a cached block whose private hash is not in the hash table
+_EMPTY = 0  # key of an empty table cell (NO_HASH never is a key)
+_UNINDEXED = -2  # _DUP of a cached block whose private hash is not in the hash table
+# fields of a block record (kv_blk) and of a table cell (ht)
+_REF = 0
+_DUP = 1
+_PREV = 2
+_NEXT = 3
+_KEY = 0
+_VAL = 1
 
 # ---- hashes ----
 
@@ -81,21 +92,21 @@ def block_hash_nb(reqs, i, k):
 def _fl_remove_nb(reps, r, b):
     """Unlink block b from replica r's free list.
 
-    Mutates: reps.kv_prev, kv_next, kv_fhead, kv_ftail, kv_nfree.
+    Mutates: reps.kv_blk (links), kv_fhead, kv_ftail, kv_nfree.
     Returns: nothing.
     """
-    pv = reps.kv_prev[r, b]
-    nx = reps.kv_next[r, b]
+    pv = reps.kv_blk[r, b, _PREV]
+    nx = reps.kv_blk[r, b, _NEXT]
     if pv == NO_ID:
         reps.kv_fhead[r] = nx
     else:
-        reps.kv_next[r, pv] = nx
+        reps.kv_blk[r, pv, _NEXT] = nx
     if nx == NO_ID:
         reps.kv_ftail[r] = pv
     else:
-        reps.kv_prev[r, nx] = pv
-    reps.kv_prev[r, b] = NO_ID
-    reps.kv_next[r, b] = NO_ID
+        reps.kv_blk[r, nx, _PREV] = pv
+    reps.kv_blk[r, b, _PREV] = NO_ID
+    reps.kv_blk[r, b, _NEXT] = NO_ID
     reps.kv_nfree[r] -= 1
 
 
@@ -103,16 +114,16 @@ def _fl_remove_nb(reps, r, b):
 def _fl_push_back_nb(reps, r, b):
     """Append block b at the tail of replica r's free list (evicted last).
 
-    Mutates: reps.kv_prev, kv_next, kv_fhead, kv_ftail, kv_nfree.
+    Mutates: reps.kv_blk (links), kv_fhead, kv_ftail, kv_nfree.
     Returns: nothing.
     """
     t = reps.kv_ftail[r]
-    reps.kv_prev[r, b] = t
-    reps.kv_next[r, b] = NO_ID
+    reps.kv_blk[r, b, _PREV] = t
+    reps.kv_blk[r, b, _NEXT] = NO_ID
     if t == NO_ID:
         reps.kv_fhead[r] = b
     else:
-        reps.kv_next[r, t] = b
+        reps.kv_blk[r, t, _NEXT] = b
     reps.kv_ftail[r] = b
     reps.kv_nfree[r] += 1
 
@@ -121,16 +132,16 @@ def _fl_push_back_nb(reps, r, b):
 def _fl_push_front_nb(reps, r, b):
     """Put block b at the head of replica r's free list (reused first).
 
-    Mutates: reps.kv_prev, kv_next, kv_fhead, kv_ftail, kv_nfree.
+    Mutates: reps.kv_blk (links), kv_fhead, kv_ftail, kv_nfree.
     Returns: nothing.
     """
     h = reps.kv_fhead[r]
-    reps.kv_prev[r, b] = NO_ID
-    reps.kv_next[r, b] = h
+    reps.kv_blk[r, b, _PREV] = NO_ID
+    reps.kv_blk[r, b, _NEXT] = h
     if h == NO_ID:
         reps.kv_ftail[r] = b
     else:
-        reps.kv_prev[r, h] = b
+        reps.kv_blk[r, h, _PREV] = b
     reps.kv_fhead[r] = b
     reps.kv_nfree[r] += 1
 
@@ -145,10 +156,10 @@ def _ht_find_nb(reps, r, h):
     Mutates: nothing.
     Returns: cell index, or NO_ID when absent.
     """
-    mask = reps.ht_key.shape[1] - 1
+    mask = reps.ht.shape[1] - 1
     c = h & mask
     while True:
-        key = reps.ht_key[r, c]
+        key = reps.ht[r, c, _KEY]
         if key == h:
             return c
         if key == _EMPTY:
@@ -160,37 +171,37 @@ def _ht_find_nb(reps, r, h):
 def _ht_insert_nb(reps, r, h, b):
     """Map hash h (absent) to block b.
 
-    Mutates: reps.ht_key, reps.ht_val.
+    Mutates: reps.ht.
     Returns: nothing.
     """
-    mask = reps.ht_key.shape[1] - 1
+    mask = reps.ht.shape[1] - 1
     c = h & mask
-    while reps.ht_key[r, c] != _EMPTY:
+    while reps.ht[r, c, _KEY] != _EMPTY:
         c = (c + 1) & mask
-    reps.ht_key[r, c] = h
-    reps.ht_val[r, c] = b
+    reps.ht[r, c, _KEY] = h
+    reps.ht[r, c, _VAL] = b
 
 
 @njit(cache=True, nogil=True, _nrt=False)
 def _ht_delete_nb(reps, r, c):
     """Delete cell c with backward-shift deletion (no tombstones, probes stay short).
 
-    Mutates: reps.ht_key, reps.ht_val.
+    Mutates: reps.ht.
     Returns: nothing.
     """
-    mask = reps.ht_key.shape[1] - 1
+    mask = reps.ht.shape[1] - 1
     hole = c
     j = (c + 1) & mask
-    while reps.ht_key[r, j] != _EMPTY:
-        home = reps.ht_key[r, j] & mask
+    while reps.ht[r, j, _KEY] != _EMPTY:
+        home = reps.ht[r, j, _KEY] & mask
         # move j into the hole unless its home lies cyclically in (hole, j]
         if (j - home) & mask >= (j - hole) & mask:
-            reps.ht_key[r, hole] = reps.ht_key[r, j]
-            reps.ht_val[r, hole] = reps.ht_val[r, j]
+            reps.ht[r, hole, _KEY] = reps.ht[r, j, _KEY]
+            reps.ht[r, hole, _VAL] = reps.ht[r, j, _VAL]
             hole = j
         j = (j + 1) & mask
-    reps.ht_key[r, hole] = _EMPTY
-    reps.ht_val[r, hole] = NO_ID
+    reps.ht[r, hole, _KEY] = _EMPTY
+    reps.ht[r, hole, _VAL] = NO_ID
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -204,7 +215,7 @@ def cached_block_nb(reps, r, h):
     c = _ht_find_nb(reps, r, h)
     if c == NO_ID:
         return NO_ID
-    return reps.ht_val[r, c]
+    return reps.ht[r, c, _VAL]
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -213,7 +224,7 @@ def _register_nb(reps, r, b, h):
 
     NOTE(vllm): duplicates are kept (BlockHashToBlockMap.insert): two requests that computed
     the same block without hitting each other both register it.
-    Mutates: reps.kv_hash, kv_dup, ht_*.
+    Mutates: reps.kv_hash, kv_blk (dup links), ht.
     Returns: nothing.
     """
     reps.kv_hash[r, b] = h
@@ -224,20 +235,20 @@ def _register_nb(reps, r, b, h):
 def _index_nb(reps, r, b, h):
     """Enter block b (holding hash h) into the hash table, after any block already there.
 
-    Mutates: reps.kv_dup, ht_*, memo_req.
+    Mutates: reps.kv_blk (dup links), ht, memo_req.
     Returns: nothing.
     """
-    reps.kv_dup[r, b] = NO_ID
+    reps.kv_blk[r, b, _DUP] = NO_ID
     if h == reps.memo_next_hash[r]:
         reps.memo_req[r] = NO_ID
     c = _ht_find_nb(reps, r, h)
     if c == NO_ID:
         _ht_insert_nb(reps, r, h, b)
         return
-    x = reps.ht_val[r, c]
-    while reps.kv_dup[r, x] != NO_ID:
-        x = reps.kv_dup[r, x]
-    reps.kv_dup[r, x] = b
+    x = reps.ht[r, c, _VAL]
+    while reps.kv_blk[r, x, _DUP] != NO_ID:
+        x = reps.kv_blk[r, x, _DUP]
+    reps.kv_blk[r, x, _DUP] = b
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -245,29 +256,29 @@ def _evict_nb(reps, r, b):
     """Drop block b's hash from the cache (it is being reused for other tokens).
 
     NOTE(vllm): BlockPool._maybe_evict_cached_block.
-    Mutates: reps.kv_hash, kv_dup, ht_*, pc_evictions.
+    Mutates: reps.kv_hash, kv_blk (dup links), ht, pc_evictions.
     Returns: nothing.
     """
     _memo_touch_nb(reps, r, b)
     reps.pc_evictions[r] += 1
-    if reps.kv_dup[r, b] == _UNINDEXED:
-        reps.kv_dup[r, b] = NO_ID
+    if reps.kv_blk[r, b, _DUP] == _UNINDEXED:
+        reps.kv_blk[r, b, _DUP] = NO_ID
         reps.kv_hash[r, b] = NO_HASH
         return
     h = reps.kv_hash[r, b]
     c = _ht_find_nb(reps, r, h)
-    head = reps.ht_val[r, c]
+    head = reps.ht[r, c, _VAL]
     if head == b:
-        if reps.kv_dup[r, b] == NO_ID:
+        if reps.kv_blk[r, b, _DUP] == NO_ID:
             _ht_delete_nb(reps, r, c)
         else:
-            reps.ht_val[r, c] = reps.kv_dup[r, b]
+            reps.ht[r, c, _VAL] = reps.kv_blk[r, b, _DUP]
     else:
         x = head
-        while reps.kv_dup[r, x] != b:
-            x = reps.kv_dup[r, x]
-        reps.kv_dup[r, x] = reps.kv_dup[r, b]
-    reps.kv_dup[r, b] = NO_ID
+        while reps.kv_blk[r, x, _DUP] != b:
+            x = reps.kv_blk[r, x, _DUP]
+        reps.kv_blk[r, x, _DUP] = reps.kv_blk[r, b, _DUP]
+    reps.kv_blk[r, b, _DUP] = NO_ID
     reps.kv_hash[r, b] = NO_HASH
 
 
@@ -281,7 +292,8 @@ def _memo_touch_nb(reps, r, b):
     Mutates: reps.memo_req.
     Returns: nothing.
     """
-    if reps.kv_mark[r, b] == reps.memo_stamp[r]:
+    # no memo, nothing to drop (and no cache miss on kv_mark)
+    if reps.memo_req[r] != NO_ID and reps.kv_mark[r, b] == reps.memo_stamp[r]:
         reps.memo_req[r] = NO_ID
 
 
@@ -305,7 +317,7 @@ def lookup_hit_nb(reps, reqs, p, r, i, n_tokens):
         b = cached_block_nb(reps, r, block_hash_nb(reqs, i, hit))
         if b == NO_ID:
             break
-        if reps.kv_ref[r, b] == 0:
+        if reps.kv_blk[r, b, _REF] == 0:
             evictable += 1
         reps.kv_mark[r, b] = stamp
         hit += 1
@@ -341,16 +353,16 @@ def touch_hit_nb(reps, reqs, r, i, n_hit):
     list if they were free.
 
     NOTE(vllm): BlockPool.touch via allocate_new_computed_blocks; hit blocks count as cached.
-    Mutates: reps.kv_ref, free list, kv_list; reqs.blocks, reqs.kv_cached.
+    Mutates: reps.kv_blk (refs, free list), kv_list; reqs.blocks, reqs.kv_cached.
     Returns: nothing.
     """
     s = reqs.kv_slot[i]
     reps.memo_req[r] = NO_ID
     for k in range(n_hit):
         b = cached_block_nb(reps, r, block_hash_nb(reqs, i, k))
-        if reps.kv_ref[r, b] == 0:
+        if reps.kv_blk[r, b, _REF] == 0:
             _fl_remove_nb(reps, r, b)
-        reps.kv_ref[r, b] += 1
+        reps.kv_blk[r, b, _REF] += 1
         reps.kv_list[r, s, k] = b
     reqs.blocks[i] = n_hit
     reqs.kv_cached[i] = n_hit
@@ -361,7 +373,7 @@ def allocate_new_nb(reps, reqs, r, i, n):
     """Append n blocks from the head of the free list to request i (caller checked n_free).
 
     NOTE(vllm): BlockPool.get_new_blocks pops the LRU head and evicts its cached hash.
-    Mutates: reps (free list, kv_ref, kv_hash, ht_*, kv_list, pc_evictions), reqs.blocks.
+    Mutates: reps (kv_blk, kv_hash, ht, kv_list, pc_evictions), reqs.blocks.
     Returns: nothing.
     """
     s = reqs.kv_slot[i]
@@ -371,7 +383,7 @@ def allocate_new_nb(reps, reqs, r, i, n):
         _fl_remove_nb(reps, r, b)
         if reps.kv_hash[r, b] != NO_HASH:
             _evict_nb(reps, r, b)
-        reps.kv_ref[r, b] = 1
+        reps.kv_blk[r, b, _REF] = 1
         reps.kv_list[r, s, k] = b
         k += 1
     reqs.blocks[i] = k
@@ -383,7 +395,7 @@ def cache_full_blocks_nb(reps, reqs, p, r, i, n_tokens):
 
     NOTE(vllm): kv_cache_manager.allocate_slots caches min(computed + scheduled, num_tokens)
     tokens at schedule time, so a request admitted later in the same step can already hit them.
-    Mutates: reps.kv_hash, kv_dup, ht_*; reqs.kv_cached.
+    Mutates: reps.kv_hash, kv_blk (dup links), ht; reqs.kv_cached.
     Returns: nothing.
     """
     full = n_tokens // p.block_size
@@ -395,7 +407,7 @@ def cache_full_blocks_nb(reps, reqs, p, r, i, n_tokens):
             _register_nb(reps, r, b, reqs.hashes[reqs.hash_off[i] + k])
         else:
             reps.kv_hash[r, b] = block_hash_nb(reqs, i, k)
-            reps.kv_dup[r, b] = _UNINDEXED
+            reps.kv_blk[r, b, _DUP] = _UNINDEXED
     if full > reqs.kv_cached[i]:
         reqs.kv_cached[i] = full
 
@@ -405,7 +417,7 @@ def index_private_blocks_nb(reps, reqs, r, i):
     """Enter request i's cached private blocks into the hash table before it is preempted, so
     that its re-admission can hit them (in registration order, as if entered when cached).
 
-    Mutates: reps.kv_dup, ht_*, memo_req.
+    Mutates: reps.kv_blk (dup links), ht, memo_req.
     Returns: nothing.
     """
     s = reqs.kv_slot[i]
@@ -414,7 +426,7 @@ def index_private_blocks_nb(reps, reqs, r, i):
     shared = reqs.hash_off[i + 1] - reqs.hash_off[i]
     for k in range(shared, reqs.kv_cached[i]):
         b = reps.kv_list[r, s, k]
-        if reps.kv_dup[r, b] == _UNINDEXED:
+        if reps.kv_blk[r, b, _DUP] == _UNINDEXED:
             _index_nb(reps, r, b, reps.kv_hash[r, b])
 
 
@@ -426,7 +438,7 @@ def free_request_blocks_nb(reps, reqs, r, i):
     BlockPool.free_blocks appends the cached ones that drop to ref 0 at the LRU tail (so a
     request's tail is evicted before its prefix; they keep their hash for later hits) and puts
     the uncached ones (the partial last block) at the head, in walk order, to be reused first.
-    Mutates: reps (kv_ref, free list, slot stack), reqs.blocks, reqs.kv_slot, reqs.kv_cached.
+    Mutates: reps (kv_blk, free list, slot stack), reqs.blocks, reqs.kv_slot, reqs.kv_cached.
     Returns: blocks released.
     """
     s = reqs.kv_slot[i]
@@ -435,15 +447,15 @@ def free_request_blocks_nb(reps, reqs, r, i):
     n = reqs.blocks[i]
     for k in range(n - 1, -1, -1):
         b = reps.kv_list[r, s, k]
-        reps.kv_ref[r, b] -= 1
-        if reps.kv_ref[r, b] == 0:
+        reps.kv_blk[r, b, _REF] -= 1
+        if reps.kv_blk[r, b, _REF] == 0:
             _memo_touch_nb(reps, r, b)
             if reps.kv_hash[r, b] != NO_HASH:
                 _fl_push_back_nb(reps, r, b)
     # uncached blocks: pushing to the head in forward order leaves them in walk order
     for k in range(n):
         b = reps.kv_list[r, s, k]
-        if reps.kv_ref[r, b] == 0 and reps.kv_hash[r, b] == NO_HASH:
+        if reps.kv_blk[r, b, _REF] == 0 and reps.kv_hash[r, b] == NO_HASH:
             _fl_push_front_nb(reps, r, b)
     reps.kv_slot_stack[r, reps.kv_slot_top[r]] = s
     reps.kv_slot_top[r] += 1
@@ -460,15 +472,15 @@ def init_pool_nb(reps):
     Mutates: reps pool arrays.
     Returns: nothing.
     """
-    R = reps.kv_ref.shape[0]
-    U = reps.kv_ref.shape[1]
+    R = reps.kv_blk.shape[0]
+    U = reps.kv_blk.shape[1]
     for r in range(R):
         for b in range(U):
-            reps.kv_ref[r, b] = 0
+            reps.kv_blk[r, b, _REF] = 0
             reps.kv_hash[r, b] = NO_HASH
-            reps.kv_dup[r, b] = NO_ID
-            reps.kv_prev[r, b] = b - 1
-            reps.kv_next[r, b] = b + 1 if b + 1 < U else NO_ID
+            reps.kv_blk[r, b, _DUP] = NO_ID
+            reps.kv_blk[r, b, _PREV] = b - 1
+            reps.kv_blk[r, b, _NEXT] = b + 1 if b + 1 < U else NO_ID
         reps.memo_req[r] = NO_ID
         reps.memo_stamp[r] = 1
         reps.memo_next_hash[r] = NO_HASH
@@ -477,9 +489,9 @@ def init_pool_nb(reps):
         reps.kv_fhead[r] = 0 if U > 0 else NO_ID
         reps.kv_ftail[r] = U - 1 if U > 0 else NO_ID
         reps.kv_nfree[r] = U
-        for c in range(reps.ht_key.shape[1]):
-            reps.ht_key[r, c] = _EMPTY
-            reps.ht_val[r, c] = NO_ID
+        for c in range(reps.ht.shape[1]):
+            reps.ht[r, c, _KEY] = _EMPTY
+            reps.ht[r, c, _VAL] = NO_ID
         S = reps.kv_slot_stack.shape[1]
         for k in range(S):
             reps.kv_slot_stack[r, k] = S - 1 - k

@@ -96,7 +96,7 @@ def _pool_account_nb(reps, r):
     Mutates: reps.alloc_blocks, reps.kv_peak.
     Returns: nothing.
     """
-    reps.alloc_blocks[r] = reps.kv_ref.shape[1] - reps.kv_nfree[r]
+    reps.alloc_blocks[r] = reps.kv_blk.shape[1] - reps.kv_nfree[r]
     if reps.alloc_blocks[r] > reps.kv_peak[r]:
         reps.kv_peak[r] = reps.alloc_blocks[r]
 

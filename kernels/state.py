@@ -75,16 +75,12 @@ class Reps(NamedTuple):
     kv_last_ns: np.ndarray  # int64[R], time of the last kv_area update
     kv_peak: np.ndarray  # int64[R]
     # paged block pool with prefix caching (kernels/prefix_cache.py); (R, 1) when unused
-    kv_ref: np.ndarray  # int32[R, U]
+    kv_blk: np.ndarray  # int32[R, U, 4]: ref count, dup link, free-list prev / next
     kv_hash: np.ndarray  # int64[R, U]
-    kv_dup: np.ndarray  # int32[R, U]
-    kv_prev: np.ndarray  # int32[R, U]
-    kv_next: np.ndarray  # int32[R, U]
     kv_fhead: np.ndarray  # int64[R]
     kv_ftail: np.ndarray  # int64[R]
     kv_nfree: np.ndarray  # int64[R]
-    ht_key: np.ndarray  # int64[R, H], H a power of two
-    ht_val: np.ndarray  # int32[R, H]
+    ht: np.ndarray  # int64[R, H, 2]: (hash, block) cells, H a power of two
     kv_list: np.ndarray  # int32[R, S, M], block ids per slot
     kv_slot_stack: np.ndarray  # int64[R, S]
     kv_slot_top: np.ndarray  # int64[R]

@@ -3,6 +3,7 @@ runs, so the host overhead of a step hides behind the step before it."""
 
 import numpy as np
 import pytest
+from vidur_fast.kernels import prefix_cache as pc
 from vidur_fast.kernels.dtypes import ReqStatus, SchedPolicy
 from vidur_fast.kernels.timing import TimingParams
 
@@ -116,7 +117,7 @@ def test_async_preemption_under_block_pressure_drains_cleanly(caching):
     assert out.reps.preemptions[0] > 0
     if caching:
         assert out.reps.pc_hit_tokens[0] > 0
-        assert (out.reps.kv_ref == 0).all()
+        assert (out.reps.kv_blk[:, :, pc._REF] == 0).all()
 
 
 def test_sync_and_async_runs_are_each_deterministic():

@@ -15,7 +15,7 @@ def _free_order(reps, r=0):
     out, b = [], int(reps.kv_fhead[r])
     while b != NO_ID:
         out.append(b)
-        b = int(reps.kv_next[r, b])
+        b = int(reps.kv_blk[r, b, pc._NEXT])
     return out
 
 
@@ -84,7 +84,7 @@ def test_evicting_an_unindexed_private_block_counts_and_clears_it():
     pc.cache_full_blocks_nb(reps, reqs, p, 0, 0, 56)
     pc._evict_nb(reps, 0, 0)
     assert reps.pc_evictions[0] == 1 and reps.kv_hash[0, 0] == NO_HASH
-    assert reps.ht_key[0].max() == 0  # nothing ever entered the table
+    assert reps.ht[0, :, pc._KEY].max() == 0  # nothing ever entered the table
 
 
 def test_hash_table_matches_a_dict_under_random_inserts_and_evictions():
@@ -188,8 +188,8 @@ def test_random_shared_prefix_run_returns_every_block_and_slot():
     out = _run(prompt, decode, arrival, hashes, n_rep=2, router=RouterPolicy.PREFIX_AWARE)
     reps = out.reps
     assert (out.reqs.status == 4).all()
-    U = reps.kv_ref.shape[1]
-    assert (reps.kv_nfree == U).all() and (reps.kv_ref == 0).all()
+    U = reps.kv_blk.shape[1]
+    assert (reps.kv_nfree == U).all() and (reps.kv_blk[:, :, pc._REF] == 0).all()
     assert (reps.kv_slot_top == reps.kv_slot_stack.shape[1]).all()
     for r in range(2):
         assert sorted(_free_order(reps, r)) == list(range(U))

@@ -146,16 +146,12 @@ def _pool_arrays(R: int, slots: int, U: int, M: int) -> dict:
     H = 1 << max(1, int(2 * U - 1).bit_length())  # power of two >= 2U: load factor <= 1/2
     i32, i64 = np.int32, np.int64
     out = dict(
-        kv_ref=np.zeros((R, U), i32),
+        kv_blk=np.zeros((R, U, 4), i32),
         kv_hash=np.zeros((R, U), i64),
-        kv_dup=np.zeros((R, U), i32),
-        kv_prev=np.zeros((R, U), i32),
-        kv_next=np.zeros((R, U), i32),
         kv_fhead=np.zeros(R, i64),
         kv_ftail=np.zeros(R, i64),
         kv_nfree=np.zeros(R, i64),
-        ht_key=np.zeros((R, H), i64),
-        ht_val=np.zeros((R, H), i32),
+        ht=np.zeros((R, H, 2), i64),
         kv_list=np.zeros((R, slots, M), i32),
         kv_slot_stack=np.zeros((R, slots), i64),
         kv_slot_top=np.zeros(R, i64),
