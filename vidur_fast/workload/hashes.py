@@ -1,7 +1,8 @@
 """Prefix-block hashes: map a trace's block ids onto the engine's KV block size.
 
-Everything is vectorised numpy over uint64 (wrapping arithmetic) with a fixed splitmix64-style
-mixer, so the values are identical in every process (Python's hash() is salted per process).
+The per-element work runs in kernels/block_hashes.py: uint64 (wrapping) arithmetic with a fixed
+splitmix64-style mixer, so the values are identical in every process (Python's hash() is
+salted per process).
 
 Semantics: a trace gives, per request, ids of consecutive source blocks of `src_block` tokens.
 We first chain them into prefix hashes P_j = combine(P_{j-1}, id_j): equal P_j means equal ids
@@ -14,59 +15,38 @@ h_k = fmix64(P_{j(k)} + k*C), one pass since P_j is already well mixed).
 
 import numpy as np
 
-from vidur_fast.kernels.dtypes import NO_HASH
 
-_U64 = np.uint64
-_MASK63 = _U64(2**63 - 1)
-_ODD_MUL = _U64(0x9E3779B97F4A7C15)  # golden-ratio constant, odd: h -> h*C is a bijection
-_ID_SALT = _U64(0xD1B54A32D192ED03)
-_CHAIN_START = _U64(0x6A09E667F3BCC909)  # fractional bits of sqrt(2)
-_PRIVATE_START = _U64(0xBB67AE8584CAA73B)  # fractional bits of sqrt(3)
+def _kernels():
+    # imported on first use: configs import this package, and loading numba costs ~0.3 s
+    from vidur_fast.kernels import block_hashes
 
-
-def _fmix64(z: np.ndarray) -> np.ndarray:
-    """splitmix64 finalizer (bijective avalanche on uint64); overwrites and returns z."""
-    z ^= z >> _U64(30)
-    z *= _U64(0xBF58476D1CE4E5B9)
-    z ^= z >> _U64(27)
-    z *= _U64(0x94D049BB133111EB)
-    z ^= z >> _U64(31)
-    return z
-
-
-def combine(h: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Order-sensitive mix of a running hash h with a value v (both uint64 arrays)."""
-    mixed = _fmix64(v ^ _ID_SALT)
-    mixed += h * _ODD_MUL
-    return _fmix64(mixed)
-
-
-def mix_position(prefix: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """Hash of block k given the (already mixed) prefix hash covering it; one pass, new array."""
-    z = as_u64(k) * _ODD_MUL
-    z += prefix
-    return _fmix64(z)
+    return block_hashes
 
 
 def as_u64(x: np.ndarray | int) -> np.ndarray:
     """int64 (two's complement) -> uint64 view; Python ints via int64."""
-    return np.ascontiguousarray(np.asarray(x, dtype=np.int64)).view(_U64)
+    return np.ascontiguousarray(np.asarray(x, dtype=np.int64)).view(np.uint64)
 
 
-def to_hash_values(h: np.ndarray) -> np.ndarray:
-    """Map uint64 hashes into [1, 2^63 - 1] as int64 (0 is NO_HASH); reuses h's memory."""
-    h &= _MASK63
-    out = h.view(np.int64)
-    out[out == NO_HASH] = 1
-    return out
+def _i64(x: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(x, dtype=np.int64)
 
 
-def segment_positions(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For CSR segment sizes, return (segment index, position inside the segment) per element."""
-    counts = np.asarray(counts, dtype=np.int64)
-    seg = np.repeat(np.arange(counts.size, dtype=np.int64), counts)
-    starts = np.cumsum(counts) - counts
-    return seg, np.arange(seg.size, dtype=np.int64) - starts[seg]
+def _check_csr(offsets: np.ndarray, size: int, where: str) -> None:
+    # the kernels index without bounds checks
+    if offsets.size == 0 or offsets[0] != 0 or offsets[-1] != size or np.any(np.diff(offsets) < 0):
+        raise ValueError(f"{where}: offsets must rise from 0 to {size}")
+
+
+def combine(h: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Order-sensitive mix of running hashes h with values v (uint64 arrays of one size)."""
+    h = np.ascontiguousarray(h, dtype=np.uint64)
+    v = np.ascontiguousarray(v, dtype=np.uint64)
+    if h.shape != v.shape:
+        raise ValueError(f"combine: shapes differ ({h.shape} vs {v.shape})")
+    out = np.empty(h.size, dtype=np.uint64)
+    _kernels().combine_arrays_nb(out, h.ravel(), v.ravel())
+    return out.reshape(h.shape)
 
 
 def offsets_from_counts(counts: np.ndarray) -> np.ndarray:
@@ -76,27 +56,11 @@ def offsets_from_counts(counts: np.ndarray) -> np.ndarray:
 
 
 def prefix_chain(offsets: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """Chained prefix hash of every source block: P_j = combine(P_{j-1}, id_j) per request.
-
-    Loops over positions (not rows): requests sorted longest first, so the ones still alive
-    at position j are a prefix of that order and each step is one vectorised combine.
-    """
-    lengths = np.diff(offsets)
-    order = np.argsort(-lengths, kind="stable")
-    starts = offsets[:-1][order]
-    sorted_len = lengths[order]
-    out = np.empty(ids.size, dtype=_U64)
-    if ids.size == 0:
-        return out
-    values = as_u64(ids)
-    running = np.full(lengths.size, _CHAIN_START, dtype=_U64)
-    max_len = int(sorted_len[0])
-    alive = np.searchsorted(-sorted_len, -np.arange(max_len), side="left")
-    for j in range(max_len):
-        a = alive[j]
-        idx = starts[:a] + j
-        running[:a] = combine(running[:a], values[idx])
-        out[idx] = running[:a]
+    """Chained prefix hash (uint64) of every source block: P_j = combine(P_{j-1}, id_j)."""
+    offsets = _i64(offsets)
+    _check_csr(offsets, ids.size, "prefix_chain")
+    out = np.empty(ids.size, dtype=np.uint64)
+    _kernels().chain_prefix_nb(out, offsets, as_u64(ids))
     return out
 
 
@@ -113,33 +77,28 @@ def derive_block_hashes(
     source ids cover them, i.e. ((count*engine_block) - 1) // src_block < number of ids.
     Returns (hash_offsets int64[n+1], hashes int64[m]) with values in [1, 2^63 - 1].
     """
-    prefix = prefix_chain(offsets, ids)
-    engine_counts = np.asarray(engine_counts, dtype=np.int64)
+    offsets, engine_counts = _i64(offsets), _i64(engine_counts)
+    _check_csr(offsets, ids.size, "derive_block_hashes")
+    if engine_counts.size != offsets.size - 1 or np.any(engine_counts < 0):
+        raise ValueError("derive_block_hashes: need one count >= 0 per request")
     engine_offsets = offsets_from_counts(engine_counts)
-    # Outputs can reach 10^7+ elements: work in three buffers, in place (fresh memory is slow
-    # to fault in on some VMs, and every temporary of this size is fresh memory).
-    k = np.arange(engine_offsets[-1], dtype=np.int64)
-    buf = np.repeat(engine_offsets[:-1], engine_counts)
-    k -= buf  # position of each engine block inside its request
-    np.add(k, 1, out=buf)
-    buf *= engine_block
-    buf -= 1
-    buf //= src_block  # source block holding the block's last token
-    src = np.repeat(offsets[:-1], engine_counts)
-    src += buf
-    hashes = np.take(prefix, src, out=buf.view(_U64))
-    del src
-    kv = k.view(_U64)
-    kv *= _ODD_MUL
-    hashes += kv
-    return engine_offsets, to_hash_values(_fmix64(hashes))
+    out = np.empty(int(engine_offsets[-1]), dtype=np.int64)
+    bad = _kernels().derive_block_hashes_nb(
+        out, offsets, as_u64(ids), engine_offsets, int(src_block), int(engine_block)
+    )
+    if bad >= 0:
+        raise ValueError(f"derive_block_hashes: request {bad} has too few source ids")
+    return engine_offsets, out
 
 
 def private_block_hashes(keys: np.ndarray, k: np.ndarray) -> np.ndarray:
     """Hashes for blocks no other request shares: keyed by a per-request key and position."""
-    return to_hash_values(
-        combine(combine(np.full(keys.size, _PRIVATE_START), as_u64(keys)), as_u64(k))
-    )
+    keys, k = as_u64(keys), _i64(k)
+    if keys.shape != k.shape:
+        raise ValueError(f"private_block_hashes: shapes differ ({keys.shape} vs {k.shape})")
+    out = np.empty(keys.size, dtype=np.int64)
+    _kernels().private_block_hashes_nb(out, keys, k)
+    return out
 
 
 def fit_block_hashes(
@@ -159,10 +118,23 @@ def fit_block_hashes(
     new_counts = np.maximum(kept, need)
     if np.array_equal(new_counts, have):
         return offsets, hashes
-    req, pos = segment_positions(new_counts)
-    out = np.empty(req.size, dtype=np.int64)
-    from_trace = pos < kept[req]
-    out[from_trace] = hashes[offsets[:-1][req[from_trace]] + pos[from_trace]]
-    pad = ~from_trace
-    out[pad] = private_block_hashes(private_keys[req[pad]], pos[pad])
-    return offsets_from_counts(new_counts), out
+    if private_keys.size != have.size or np.any(new_counts < 0):
+        raise ValueError("fit_block_hashes: need one key and a count >= 0 per request")
+    new_offsets = offsets_from_counts(new_counts)
+    out = np.empty(int(new_offsets[-1]), dtype=np.int64)
+    _kernels().fit_block_hashes_nb(
+        out, _i64(offsets), _i64(hashes), _i64(kept), new_offsets, as_u64(private_keys)
+    )
+    return new_offsets, out
+
+
+def gather_segments(
+    values: np.ndarray, offsets: np.ndarray, order: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """CSR int64 lists reordered: new list s is old list order[s]. Returns (offsets, values)."""
+    offsets, order = _i64(offsets), _i64(order)
+    _check_csr(offsets, values.size, "gather_segments")
+    new_offsets = offsets_from_counts(np.diff(offsets)[order])
+    out = np.empty(int(new_offsets[-1]), dtype=np.int64)
+    _kernels().gather_segments_nb(out, _i64(values), offsets[:-1][order], new_offsets)
+    return new_offsets, out

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from vidur_fast.kernels.dtypes import NO_HASH, NO_ID
+from vidur_fast.workload.hashes import gather_segments
 
 _PERCENTILES = (50, 90, 99)
 
@@ -178,12 +179,8 @@ def make_table(
 
     order = np.argsort(arrival_s, kind="stable")
     if np.any(order != np.arange(n)):
-        counts = np.diff(hash_offsets)[order]
-        starts = hash_offsets[:-1][order]
-        new_offsets = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(counts, out=new_offsets[1:])
-        gather = np.repeat(starts - new_offsets[:-1], counts) + np.arange(hashes.size)
-        hashes, hash_offsets = hashes[gather], new_offsets
+        if hashes.size:
+            hash_offsets, hashes = gather_segments(hashes, hash_offsets, order)
         arrival_s, prompt_tokens, decode_tokens = (
             arrival_s[order],
             prompt_tokens[order],
