@@ -51,7 +51,8 @@ def _schedule_decode_nb(reps, reqs, p, r, s, i, now_ns):
     return True
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+# inlined into the loop: a call would pass every state array once per step
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
 def schedule_sarathi_nb(reps, reqs, p, r, s, now_ns):
     """Sarathi-Serve: decodes first, then running partial prefills, then new requests, all
     within a chunk of p.chunk_size tokens (decodes consume the budget but are never cut).

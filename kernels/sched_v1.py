@@ -193,7 +193,8 @@ def _admit_nb(reps, reqs, p, r, prev, i, hit_blocks, need, n, now_ns):
     _pool_account_nb(reps, r)
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+# inlined into the loop: a call would pass every state array once per step
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
 def schedule_vllm_v1_nb(reps, reqs, p, r, s, now_ns):
     """One vLLM v1 scheduling step on replica r into batch slot s.
 
