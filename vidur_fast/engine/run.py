@@ -174,8 +174,7 @@ def run_engine(
             bar.set_postfix_str(f"t={lstate[loop.LS_NOW] / NS_PER_S:.1f}s", refresh=False)
             bar.refresh()
         if status == loop.LOG_FULL:
-            store.flush(log)
-            log.n[0] = 0
+            log = store.flush(log)  # spilled in a thread while the kernel fills another log
             continue
         if status == loop.MAX_STEPS:
             # a whole call without time, arrivals or completions moving is a livelock: fail
