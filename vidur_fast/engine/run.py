@@ -84,8 +84,8 @@ def run_engine(
 ) -> EngineOutput:
     """Simulate until every request finished (or was rejected) or the time limit passed.
 
-    log_capacity: batch records held in memory; each time the log fills, its records are
-    appended to the on-disk batch store and the loop resumes.
+    log_capacity: batch records held in memory; each time the log fills, its records go to
+    the on-disk batch store (in a thread) and the loop resumes with a second log.
     closed_loop: run N clients (arrival_s then holds each client's first send and +inf for
     requests released during the run; reqs.arrival_ns holds the real times afterwards).
     hashes: chained prefix-block hashes indexed by hash_off (prefix caching and the
