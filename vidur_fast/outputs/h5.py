@@ -241,7 +241,7 @@ def _rows_below(rep_col: np.ndarray, rep_ids: np.ndarray) -> np.ndarray:
     if rep_col.size == 0:
         return np.zeros(rep_ids.shape[0], dtype=np.int64)
     lo = min(int(rep_col.min()), int(rep_ids.min(initial=0)))
-    counts = np.bincount(rep_col - lo)
+    counts = np.bincount(rep_col - lo if lo else rep_col)  # no copy of the column for ids >= 0
     below = np.concatenate([[0], np.cumsum(counts)])
     return below[np.clip(rep_ids - lo, 0, counts.shape[0])]
 
