@@ -45,12 +45,12 @@ def test_spilled_counts_round_trip_and_widen_when_needed():
     assert_array_equal(store.column("start_s")[:8], np.arange(8) / 1e9)
 
 
-def _spilled_store(monkeypatch, chunk_rows: int) -> BatchStore:
+def _spilled_store(monkeypatch, chunk_rows: int, compress: bool = True) -> BatchStore:
     """A store with several flushes of random rows, compressing chunks of chunk_rows rows."""
     monkeypatch.setattr(batch_store, "CHUNK_ROWS", chunk_rows)
     monkeypatch.setattr(h5, "CHUNK_ROWS", chunk_rows)
     log = alloc_log(8)
-    store = BatchStore.for_log(log)
+    store = BatchStore.for_log(log, compress)
     rng = np.random.default_rng(3)
     for n in (8, 6, 8, 3, 2):
         top = 1 << 40 if n == 3 else 1000  # one chunk widens the counts' spill files
@@ -67,8 +67,12 @@ def _write_batches(store: BatchStore, path) -> None:
             h5._write_column(f, "batches", name, rows, chunks, rest, pool)
 
 
-def test_chunks_compressed_while_spilling_read_back_with_plain_h5py(monkeypatch, tmp_path):
-    store = _spilled_store(monkeypatch, 5)
+@pytest.mark.parametrize("compress", [True, False])
+def test_chunks_compressed_while_spilling_read_back_with_plain_h5py(
+    monkeypatch, tmp_path, compress
+):
+    # without compression during the run (no metrics.h5 asked for), writing one compresses all
+    store = _spilled_store(monkeypatch, 5, compress)
     assert store.spilled_rows == 27
     _write_batches(store, tmp_path / "a.h5")
     _write_batches(store, tmp_path / "b.h5")

@@ -39,8 +39,10 @@ _I32 = np.iinfo(np.int32)
 class BatchStore:
     """Append-only per-batch records of one run (the BatchLog columns, int64)."""
 
-    def __init__(self, names: tuple[str, ...]):
+    def __init__(self, names: tuple[str, ...], compress: bool = True):
+        """compress: also compress the spilled rows for metrics.h5 (when one will be written)."""
         self.names = names
+        self._compressing = compress
         self._dir: Path | None = None
         self._on_disk = 0
         self._tail: dict[str, np.ndarray] = {k: np.zeros(0, np.int64) for k in names}
@@ -52,8 +54,8 @@ class BatchStore:
         self._carry: dict[str, np.ndarray] = {}
 
     @classmethod
-    def for_log(cls, log: BatchLog) -> "BatchStore":
-        return cls(tuple(k for k in log._fields if k != "n"))
+    def for_log(cls, log: BatchLog, compress: bool = True) -> "BatchStore":
+        return cls(tuple(k for k in log._fields if k != "n"), compress)
 
     def __len__(self) -> int:
         return self._on_disk + len(self._tail[self.names[0]])
@@ -105,7 +107,8 @@ class BatchStore:
                     raw = values.astype(np.int32)
             with open(self._dir / f"{k}.bin", "ab") as f:
                 raw.tofile(f)
-            self._compress(_stored_name(k), _stored(k, values))
+            if self._compressing:
+                self._compress(_stored_name(k), _stored(k, values))
 
     def _compress(self, name: str, values: np.ndarray) -> None:
         """Append the finished chunks of carry + values to name's chunk file; keep the rest."""
@@ -176,6 +179,10 @@ class BatchStore:
         time: `chunks` yields the finished compressed chunks (outputs/h5_chunks.py) of the
         first rows, `rest` holds the values of the rows after them."""
         self._wait()
+        if not self._compressing:
+            for name, values in self.columns():
+                yield name, values.shape[0], iter(()), values
+            return
         for k in self.names:
             if k not in _TIME_COLUMNS:
                 yield self._encoded(k)

@@ -81,6 +81,7 @@ def run_engine(
     log_capacity: int = LOG_CAPACITY,
     closed_loop: ClosedLoopPlan | None = None,
     hashes: np.ndarray | None = None,
+    compress_batches: bool = True,
 ) -> EngineOutput:
     """Simulate until every request finished (or was rejected) or the time limit passed.
 
@@ -90,6 +91,8 @@ def run_engine(
     requests released during the run; reqs.arrival_ns holds the real times afterwards).
     hashes: chained prefix-block hashes indexed by hash_off (prefix caching and the
     prefix_aware router read them); None = no hashes.
+    compress_batches: compress spilled batch records for metrics.h5 while the loop runs (off
+    when no metrics.h5 will be written: the CPU would be spent for nothing).
     """
     import time
 
@@ -127,7 +130,7 @@ def run_engine(
     limit_ns = int(round(time_limit_s * NS_PER_S))
     n = arrival_ns.shape[0]
     n_live = int((rejected == 0).sum()) if closed_loop is None else n
-    store = BatchStore.for_log(log)
+    store = BatchStore.for_log(log, compress_batches)
     bar = None
     if progress:
         from tqdm import tqdm
