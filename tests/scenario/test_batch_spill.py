@@ -1,5 +1,6 @@
 """A batch log too small for the run spills to disk and resumes without changing anything."""
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import h5py
@@ -74,6 +75,8 @@ def test_chunks_compressed_during_the_run_give_the_batches_exactly(monkeypatch, 
     for name in ("a", "b"):
         out = _run(7)
         assert out.batch_log.spilled_rows > 10
+        # the spill thread ends with the loop
+        assert not [t for t in threading.enumerate() if t.name.startswith("vidur-fast-spill")]
         _batches_h5(out, tmp_path / f"{name}.h5")
     assert (tmp_path / "a.h5").read_bytes() == (tmp_path / "b.h5").read_bytes()
     with h5py.File(tmp_path / "a.h5") as f:
