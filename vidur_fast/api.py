@@ -167,6 +167,7 @@ def simulate(
         progress,
         closed_loop=closed_plan,
         hashes=wl.hashes if need_hashes and wl.has_hashes else None,
+        compress_batches=cfg.output.dir is not None and cfg.output.write_metrics_h5,
     )
     phases["jit_s"] = out.jit_s
     phases["loop_s"] = out.loop_s

@@ -1,10 +1,16 @@
 """A batch log too small for the run spills to disk and resumes without changing anything."""
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import h5py
 import numpy as np
 from vidur_fast.kernels.dtypes import SchedPolicy
 from vidur_fast.kernels.timing import TimingParams
 
+from vidur_fast.engine import batch_store
 from vidur_fast.engine.run import run_engine
+from vidur_fast.outputs import h5
 
 from .engine_harness import GC, G, linear_grids, params
 
@@ -53,3 +59,27 @@ def test_frame_reports_seconds_and_streams_the_same_columns():
     assert list(streamed) == list(frame.columns)
     for k, v in streamed.items():
         np.testing.assert_array_equal(v, frame[k].to_numpy())
+
+
+def _batches_h5(out, path) -> None:
+    with ThreadPoolExecutor(2) as pool, h5py.File(path, "w") as f:
+        for name, rows, chunks, rest in out.batch_log.encoded_columns():
+            h5._write_column(f, "batches", name, rows, chunks, rest, pool)
+
+
+def test_chunks_compressed_during_the_run_give_the_batches_exactly(monkeypatch, tmp_path):
+    # chunks of 5 rows, flushes of up to 7: chunks straddle flushes and runs end mid-chunk
+    monkeypatch.setattr(batch_store, "CHUNK_ROWS", 5)
+    monkeypatch.setattr(h5, "CHUNK_ROWS", 5)
+    whole = _run(1 << 16).batch_log.frame()
+    for name in ("a", "b"):
+        out = _run(7)
+        assert out.batch_log.spilled_rows > 10
+        # the spill thread ends with the loop
+        assert not [t for t in threading.enumerate() if t.name.startswith("vidur-fast-spill")]
+        _batches_h5(out, tmp_path / f"{name}.h5")
+    assert (tmp_path / "a.h5").read_bytes() == (tmp_path / "b.h5").read_bytes()
+    with h5py.File(tmp_path / "a.h5") as f:
+        for c in whole.columns:
+            assert f[c].chunks == (5,)
+            np.testing.assert_array_equal(f[c][()], whole[c].to_numpy())

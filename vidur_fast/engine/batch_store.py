@@ -1,16 +1,22 @@
 """Batch-log storage: chunks flushed from the kernel's fixed-size log spill to disk, so a long
-run holds at most one log buffer of batch records in memory.
+run holds at most two log buffers of batch records in memory.
 
 One raw file per column (appended per flush) in a private temporary directory, removed when
 the store is garbage collected. Per-batch counts are stored as int32 (widened back on reading):
 56 instead of 88 bytes a batch to write and read back. The last, partial chunk stays in memory;
 short runs never touch the disk.
+
+A flushed log is spilled by one worker thread while the kernel (which runs without the GIL)
+fills a second log. The worker also compresses the rows as metrics.h5 stores them (times in
+seconds; outputs/h5_chunks.py) into one file of finished chunks per column, so that writing
+/batches afterwards only copies those bytes.
 """
 
 import shutil
 import tempfile
 import weakref
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +24,7 @@ import pandas as pd
 
 from vidur_fast.kernels.dtypes import NS_PER_S
 from vidur_fast.kernels.state import BatchLog
+from vidur_fast.outputs.h5_chunks import CHUNK_ROWS, encode_chunk, shuffled
 
 # columns stored in ns and reported in seconds (name_ns -> name_s), listed last in frame()
 _TIME_COLUMNS = ("start_ns", "end_ns", "stage_ns")
@@ -32,16 +39,23 @@ _I32 = np.iinfo(np.int32)
 class BatchStore:
     """Append-only per-batch records of one run (the BatchLog columns, int64)."""
 
-    def __init__(self, names: tuple[str, ...]):
+    def __init__(self, names: tuple[str, ...], compress: bool = True):
+        """compress: also compress the spilled rows for metrics.h5 (when one will be written)."""
         self.names = names
+        self._compressing = compress
         self._dir: Path | None = None
         self._on_disk = 0
         self._tail: dict[str, np.ndarray] = {k: np.zeros(0, np.int64) for k in names}
         self._disk_dtype = {k: np.dtype(np.int32 if k in _NARROW else np.int64) for k in names}
+        self._worker: ThreadPoolExecutor | None = None
+        self._pending: tuple[Future, BatchLog] | None = None
+        # per stored column: compressed sizes of its finished chunks, and the rows after them
+        self._chunk_sizes: dict[str, list[int]] = {_stored_name(k): [] for k in names}
+        self._carry: dict[str, np.ndarray] = {}
 
     @classmethod
-    def for_log(cls, log: BatchLog) -> "BatchStore":
-        return cls(tuple(k for k in log._fields if k != "n"))
+    def for_log(cls, log: BatchLog, compress: bool = True) -> "BatchStore":
+        return cls(tuple(k for k in log._fields if k != "n"), compress)
 
     def __len__(self) -> int:
         return self._on_disk + len(self._tail[self.names[0]])
@@ -51,24 +65,65 @@ class BatchStore:
         """Rows written to the spill files (0 when everything fit in one log buffer)."""
         return self._on_disk
 
-    def flush(self, log: BatchLog) -> None:
-        """Append the log's n rows to the spill files; the caller then resets log.n[0]."""
+    def flush(self, log: BatchLog) -> BatchLog:
+        """Hand the log's n rows to the spill thread; returns an empty log (of the same
+        capacity) to go on with. `log` belongs to the store from then on.
+
+        Raises what the spill thread raised on an earlier flush.
+        """
         n = int(log.n[0])
         if n == 0:
-            return
+            return log
         if self._dir is None:
             self._dir = Path(tempfile.mkdtemp(prefix="vidur-fast-batches-"))
-            weakref.finalize(self, shutil.rmtree, self._dir, True)
+            self._worker = ThreadPoolExecutor(1, thread_name_prefix="vidur-fast-spill")
+            weakref.finalize(self, _close, self._worker, self._dir)
+        spare = self._wait()  # at most one log waits to be spilled
+        if spare is None:
+            spare = type(log)(*(np.zeros_like(a) for a in log))
+        self._pending = (self._worker.submit(self._spill, log, n), log)
+        self._on_disk += n
+        spare.n[0] = 0
+        return spare
+
+    def _wait(self) -> BatchLog | None:
+        """Wait for the spill thread (re-raising its error); the log it had, if any."""
+        if self._pending is None:
+            return None
+        job, log = self._pending
+        self._pending = None
+        job.result()
+        return log
+
+    def _spill(self, log: BatchLog, n: int) -> None:
+        """Append n rows to the raw files and to the compressed chunks (spill thread)."""
         for k in self.names:
             values = getattr(log, k)[:n]
+            raw = values
             if self._disk_dtype[k] == np.int32:
                 if values.min() < _I32.min or values.max() > _I32.max:
                     self._widen(k)
                 else:
-                    values = values.astype(np.int32)
+                    raw = values.astype(np.int32)
             with open(self._dir / f"{k}.bin", "ab") as f:
-                values.tofile(f)
-        self._on_disk += n
+                raw.tofile(f)
+            if self._compressing:
+                self._compress(_stored_name(k), _stored(k, values))
+
+    def _compress(self, name: str, values: np.ndarray) -> None:
+        """Append the finished chunks of carry + values to name's chunk file; keep the rest."""
+        carry = self._carry.get(name)
+        if carry is not None and carry.size:
+            values = np.concatenate([carry, values])
+        full = values.shape[0] - values.shape[0] % CHUNK_ROWS
+        if full:
+            sizes = self._chunk_sizes[name]
+            with open(self._dir / f"{name}.chunks", "ab") as f:
+                for lo in range(0, full, CHUNK_ROWS):
+                    blob = encode_chunk(values[lo : lo + CHUNK_ROWS], CHUNK_ROWS, shuffled(name))
+                    f.write(blob)
+                    sizes.append(len(blob))
+        self._carry[name] = values[full:].copy()  # values may be the log, which is reused
 
     def _widen(self, name: str) -> None:
         """Rewrite one int32 spill file as int64 (a count outgrew int32)."""
@@ -78,12 +133,17 @@ class BatchStore:
         self._disk_dtype[name] = np.dtype(np.int64)
 
     def keep_tail(self, log: BatchLog) -> None:
-        """Keep the log's last, partial chunk in memory (a copy) at the end of the run."""
+        """Keep the log's last, partial chunk in memory (a copy) at the end of the run, once
+        the spill thread is done (it then ends)."""
+        self._wait()
+        if self._worker is not None:
+            self._worker.shutdown()
         n = int(log.n[0])
         self._tail = {k: getattr(log, k)[:n].copy() for k in self.names}
 
     def column_ns(self, name: str) -> np.ndarray:
         """One column over all batches, as stored (int64; times in ns)."""
+        self._wait()
         tail = self._tail[name]
         if self._on_disk == 0:
             return tail
@@ -114,6 +174,39 @@ class BatchStore:
             if k in self.names:
                 yield k.replace("_ns", "_s"), self.column_ns(k) / NS_PER_S
 
+    def encoded_columns(self) -> Iterator[tuple[str, int, Iterator[bytes], np.ndarray]]:
+        """(name, rows, chunks, rest) per column in frame() order, one column in memory at a
+        time: `chunks` yields the finished compressed chunks (outputs/h5_chunks.py) of the
+        first rows, `rest` holds the values of the rows after them."""
+        self._wait()
+        if not self._compressing:
+            for name, values in self.columns():
+                yield name, values.shape[0], iter(()), values
+            return
+        for k in self.names:
+            if k not in _TIME_COLUMNS:
+                yield self._encoded(k)
+        for k in _TIME_COLUMNS:
+            if k in self.names:
+                yield self._encoded(k)
+
+    def _encoded(self, key: str) -> tuple[str, int, Iterator[bytes], np.ndarray]:
+        name = _stored_name(key)
+        sizes = self._chunk_sizes[name]
+        rest = _stored(key, self._tail[key])
+        carry = self._carry.get(name)
+        if carry is not None and carry.size:
+            rest = np.concatenate([carry, rest])
+        return name, len(sizes) * CHUNK_ROWS + rest.shape[0], self._read_chunks(name), rest
+
+    def _read_chunks(self, name: str) -> Iterator[bytes]:
+        sizes = self._chunk_sizes[name]
+        if not sizes:
+            return
+        with open(self._dir / f"{name}.chunks", "rb") as f:
+            for size in sizes:
+                yield f.read(size)
+
     def frame(self) -> pd.DataFrame:
         """All batches as a DataFrame with times in seconds (start_s, end_s, stage_s last)."""
         return pd.DataFrame(dict(self.columns()))
@@ -121,3 +214,19 @@ class BatchStore:
     def frame_ns(self) -> pd.DataFrame:
         """All batches as a DataFrame in the kernel's units (int64 ns), BatchLog order."""
         return pd.DataFrame({k: self.column_ns(k) for k in self.names})
+
+
+def _stored_name(key: str) -> str:
+    """The frame() / metrics.h5 name of a log column (times as name_s)."""
+    return key.replace("_ns", "_s") if key in _TIME_COLUMNS else key
+
+
+def _stored(key: str, values: np.ndarray) -> np.ndarray:
+    """Log values as columns() gives them (times in seconds)."""
+    return values / NS_PER_S if key in _TIME_COLUMNS else values
+
+
+def _close(worker: ThreadPoolExecutor, path: Path) -> None:
+    """End the spill thread (after its current job), then remove the spill files."""
+    worker.shutdown(cancel_futures=True)
+    shutil.rmtree(path, ignore_errors=True)

@@ -81,15 +81,18 @@ def run_engine(
     log_capacity: int = LOG_CAPACITY,
     closed_loop: ClosedLoopPlan | None = None,
     hashes: np.ndarray | None = None,
+    compress_batches: bool = True,
 ) -> EngineOutput:
     """Simulate until every request finished (or was rejected) or the time limit passed.
 
-    log_capacity: batch records held in memory; each time the log fills, its records are
-    appended to the on-disk batch store and the loop resumes.
+    log_capacity: batch records held in memory; each time the log fills, its records go to
+    the on-disk batch store (in a thread) and the loop resumes with a second log.
     closed_loop: run N clients (arrival_s then holds each client's first send and +inf for
     requests released during the run; reqs.arrival_ns holds the real times afterwards).
     hashes: chained prefix-block hashes indexed by hash_off (prefix caching and the
     prefix_aware router read them); None = no hashes.
+    compress_batches: compress spilled batch records for metrics.h5 while the loop runs (off
+    when no metrics.h5 will be written: the CPU would be spent for nothing).
     """
     import time
 
@@ -127,7 +130,7 @@ def run_engine(
     limit_ns = int(round(time_limit_s * NS_PER_S))
     n = arrival_ns.shape[0]
     n_live = int((rejected == 0).sum()) if closed_loop is None else n
-    store = BatchStore.for_log(log)
+    store = BatchStore.for_log(log, compress_batches)
     bar = None
     if progress:
         from tqdm import tqdm
@@ -174,8 +177,7 @@ def run_engine(
             bar.set_postfix_str(f"t={lstate[loop.LS_NOW] / NS_PER_S:.1f}s", refresh=False)
             bar.refresh()
         if status == loop.LOG_FULL:
-            store.flush(log)
-            log.n[0] = 0
+            log = store.flush(log)  # spilled in a thread while the kernel fills another log
             continue
         if status == loop.MAX_STEPS:
             # a whole call without time, arrivals or completions moving is a livelock: fail

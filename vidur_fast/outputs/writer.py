@@ -95,7 +95,7 @@ def write_run(result: Result, out: OutputConfig) -> Path:
             json.dumps(summary, indent=2, default=_json_default) + "\n"
         )
         # the request tables are written by Arrow, which runs without the GIL: in a second
-        # thread they overlap with metrics.h5 (compressed under the GIL) on big runs
+        # thread they overlap with metrics.h5 on big runs
         with ThreadPoolExecutor(max_workers=1) as pool:
             side = []
             if out.write_request_csv:
