@@ -49,9 +49,9 @@ def worker(name: str, shared: Path, out: Path) -> None:
     function of the loop's code library was loaded, for the parent to map samples."""
     _line_tables_only()
     import run_all
+    from vidur_fast.kernels import loop
 
     from vidur_fast.api import simulate
-    from vidur_fast.kernels import loop
 
     cfg = run_all.scenario_config(name, shared, str(out / "run"))
     if cfg is None:
