@@ -35,6 +35,7 @@ synthetic workloads) the table then stays almost empty.
 import numpy as np
 from numba import njit
 from vidur_fast.kernels.dtypes import NO_HASH, NO_ID
+from vidur_fast.kernels.prefetch import prefetch_nb
 
 _U64_MUL = np.uint64(0x9E3779B97F4A7C15)
 _U64_M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -50,6 +51,8 @@ _PREV = 2
 _NEXT = 3
 _KEY = 0
 _VAL = 1
+# blocks ahead of the current one whose table cell is prefetched (registration, eviction)
+_PREFETCH_AHEAD = 8
 
 # ---- hashes ----
 
@@ -378,7 +381,26 @@ def allocate_new_nb(reps, reqs, r, i, n):
     """
     s = reqs.kv_slot[i]
     k = reqs.blocks[i]
-    for _ in range(n):
+    # two walkers ahead on the free list: `far` fetches the hash of the block
+    # 2 * _PREFETCH_AHEAD ahead, `near` then the table cell of the one _PREFETCH_AHEAD ahead
+    mask = reps.ht.shape[1] - 1
+    far = reps.kv_fhead[r]
+    near = far
+    for j in range(2 * _PREFETCH_AHEAD):
+        if j >= n or far == NO_ID:
+            break
+        far = reps.kv_blk[r, far, _NEXT]
+        if j < _PREFETCH_AHEAD and near != NO_ID:
+            near = reps.kv_blk[r, near, _NEXT]
+    for j in range(n):
+        if far != NO_ID and j + 2 * _PREFETCH_AHEAD < n:
+            prefetch_nb(reps.kv_hash, (r, far))
+            far = reps.kv_blk[r, far, _NEXT]
+        if near != NO_ID and j + _PREFETCH_AHEAD < n:
+            h = reps.kv_hash[r, near]
+            if h != NO_HASH:
+                prefetch_nb(reps.ht, (r, h & mask, _KEY))
+            near = reps.kv_blk[r, near, _NEXT]
         b = reps.kv_fhead[r]
         _fl_remove_nb(reps, r, b)
         if reps.kv_hash[r, b] != NO_HASH:
@@ -400,11 +422,15 @@ def cache_full_blocks_nb(reps, reqs, p, r, i, n_tokens):
     """
     full = n_tokens // p.block_size
     s = reqs.kv_slot[i]
-    shared = reqs.hash_off[i + 1] - reqs.hash_off[i]
+    lo = reqs.hash_off[i]
+    shared = reqs.hash_off[i + 1] - lo
+    mask = reps.ht.shape[1] - 1
     for k in range(reqs.kv_cached[i], full):
         b = reps.kv_list[r, s, k]
         if k < shared:
-            _register_nb(reps, r, b, reqs.hashes[reqs.hash_off[i] + k])
+            if k + _PREFETCH_AHEAD < shared:
+                prefetch_nb(reps.ht, (r, reqs.hashes[lo + k + _PREFETCH_AHEAD] & mask, _KEY))
+            _register_nb(reps, r, b, reqs.hashes[lo + k])
         else:
             reps.kv_hash[r, b] = block_hash_nb(reqs, i, k)
             reps.kv_blk[r, b, _DUP] = _UNINDEXED
