@@ -128,6 +128,7 @@ def worker(name: str, shared: Path, request_csv: bool = True) -> None:
 
     t0 = time.perf_counter()
     from vidur_fast.api import simulate
+    from vidur_fast.cli import freeze_heap
     from vidur_fast.outputs.writer import write_run
 
     with tempfile.TemporaryDirectory(prefix="vidur-fast-bench-") as tmp:
@@ -136,6 +137,7 @@ def worker(name: str, shared: Path, request_csv: bool = True) -> None:
             print(json.dumps({"skipped": True}))
             return
         cfg = replace(cfg, output=replace(cfg.output, write_request_csv=request_csv))
+        freeze_heap()  # as `vidur-fast simulate` does after its imports
         t_sim, c_sim = time.perf_counter(), time.process_time()
         result = simulate(cfg)
         t_write, c_write = time.perf_counter(), time.process_time()
@@ -160,6 +162,7 @@ def worker(name: str, shared: Path, request_csv: bool = True) -> None:
     figures["cpu_s"] = usage.ru_utime + usage.ru_stime
     figures["peak_rss_mb"] = usage.ru_maxrss / 1024
     print(json.dumps(figures))
+    freeze_heap()  # and before exit, as the CLI does
 
 
 def run_child(name: str, shared: Path, numba_cache: str | None, request_csv: bool) -> dict:

@@ -493,8 +493,12 @@ def free_request_blocks_nb(reps, reqs, r, i):
 
 @njit(cache=True, nogil=True, _nrt=False)
 def init_pool_nb(reps):
-    """Reset every replica's pool: all blocks free in id order, nothing cached, slots free.
+    """Set up every replica's pool: all blocks free in id order, nothing cached, slots free.
 
+    The arrays come zeroed from allocation (np.zeros) and zero is the initial value of ref
+    counts, hashes (NO_HASH), memo marks and table keys (_EMPTY; a value is read only under a
+    key), so those are not written: their pages stay unmapped until a run touches them (the
+    table of a workload without shared prefixes hardly ever is).
     Mutates: reps pool arrays.
     Returns: nothing.
     """
@@ -502,22 +506,15 @@ def init_pool_nb(reps):
     U = reps.kv_blk.shape[1]
     for r in range(R):
         for b in range(U):
-            reps.kv_blk[r, b, _REF] = 0
-            reps.kv_hash[r, b] = NO_HASH
             reps.kv_blk[r, b, _DUP] = NO_ID
             reps.kv_blk[r, b, _PREV] = b - 1
             reps.kv_blk[r, b, _NEXT] = b + 1 if b + 1 < U else NO_ID
         reps.memo_req[r] = NO_ID
         reps.memo_stamp[r] = 1
         reps.memo_next_hash[r] = NO_HASH
-        for b in range(U):
-            reps.kv_mark[r, b] = 0
         reps.kv_fhead[r] = 0 if U > 0 else NO_ID
         reps.kv_ftail[r] = U - 1 if U > 0 else NO_ID
         reps.kv_nfree[r] = U
-        for c in range(reps.ht.shape[1]):
-            reps.ht[r, c, _KEY] = _EMPTY
-            reps.ht[r, c, _VAL] = NO_ID
         S = reps.kv_slot_stack.shape[1]
         for k in range(S):
             reps.kv_slot_stack[r, k] = S - 1 - k

@@ -9,6 +9,7 @@ import pandas as pd
 from vidur_fast.engine.batch_store import BatchStore
 from vidur_fast.engine.state import alloc_hist, alloc_log, alloc_reps, alloc_reqs, kernel_array
 from vidur_fast.errors import UserError
+from vidur_fast.jit_start import start_numba_target
 from vidur_fast.kernels import loop
 from vidur_fast.kernels.closed_loop import ClosedLoop
 from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_S, RouterPolicy
@@ -164,6 +165,7 @@ def run_engine(
 
     # A zero-step call loads (or compiles) the kernels, so loop_s is simulation time only.
     t0 = time.perf_counter()
+    start_numba_target()
     advance(0)
     if bar is not None:
         bar.set_description_str("simulate", refresh=False)

@@ -18,8 +18,10 @@ import numpy as np
 
 def _kernels():
     # imported on first use: configs import this package, and loading numba costs ~0.3 s
+    from vidur_fast.jit_start import start_numba_target
     from vidur_fast.kernels import block_hashes
 
+    start_numba_target()
     return block_hashes
 
 
