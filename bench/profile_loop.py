@@ -11,12 +11,14 @@ not the line that called it).
     python bench/profile_loop.py conv25k --top 60
 
 Needs Linux `perf` (perf_event_paranoid <= 2 is enough for a child process) and binutils
-(`readelf`, `addr2line`). The first run of a scenario compiles the kernels (~1-2 minutes);
-later runs reuse the profile cache under --cache. Scenarios and --shared as in run_all.py.
+(`readelf`). The first run of a scenario compiles the kernels (~1-2 minutes); later runs
+reuse the profile cache under --cache until a kernel source changes. Scenarios and --shared
+as in run_all.py.
 """
 
 import argparse
 import collections
+import hashlib
 import json
 import os
 import re
@@ -168,7 +170,7 @@ def main() -> None:
     if args.worker:
         worker(args.scenario, args.shared, args.worker)
         return
-    for tool in ("perf", "readelf", "addr2line"):
+    for tool in ("perf", "readelf"):
         if shutil.which(tool) is None:
             sys.exit(f"error: {tool} not found (install linux perf and binutils)")
     out = args.cache / args.scenario
@@ -176,10 +178,18 @@ def main() -> None:
     env = dict(os.environ, NUMBA_DEBUGINFO="1", NUMBA_CACHE_DIR=str(args.cache / "numba"))
     child = [sys.executable, __file__, args.scenario, "--shared", str(args.shared)]
     child += ["--worker", str(out)]
-    if not (out / "loop.o").exists():
-        print("compiling the kernels with line tables (once per cache) ...", file=sys.stderr)
+    # Numba revalidates a cached function against its own file only, not the kernels it
+    # inlined: any kernel source change means compiling everything again
+    sources = hashlib.sha256(
+        b"".join(p.read_bytes() for p in sorted((REPO / "kernels").glob("*.py")))
+    ).hexdigest()
+    stamp = out / "kernels.sha256"
+    if not (out / "loop.o").exists() or not stamp.exists() or stamp.read_text() != sources:
+        print("compiling the kernels with line tables (once per source) ...", file=sys.stderr)
         shutil.rmtree(args.cache / "numba", ignore_errors=True)
+        (out / "loop.o").unlink(missing_ok=True)
         subprocess.run(child, env=env, check=True, stdout=subprocess.DEVNULL)
+        stamp.write_text(sources)
     perf = ["perf", "record", "-q", "-F", str(args.freq), "-e", "cpu-clock"]
     perf += ["-o", str(out / "perf.data"), "--"]
     subprocess.run(perf + child, env=env, check=True)
