@@ -7,7 +7,7 @@ iterations early overlaps those misses.
 """
 
 from llvmlite import ir
-from numba import types
+from numba import config, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -41,3 +41,14 @@ def prefetch_nb(typingctx, arr, index):
         return context.get_dummy_value()
 
     return sig, codegen
+
+
+if config.DISABLE_JIT:
+    # kernels run as plain Python (NUMBA_DISABLE_JIT=1): an intrinsic is not callable there
+
+    def prefetch_nb(arr, index):  # noqa: F811 - the plain-Python stand-in
+        """No-op stand-in for the prefetch hint when kernels run as plain Python.
+
+        Mutates: nothing.
+        Returns: nothing.
+        """
