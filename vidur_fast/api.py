@@ -12,6 +12,7 @@ from vidur_fast.catalog import default_node_for, get_device, get_model, get_node
 from vidur_fast.config import PrefixAwareRouter, SimConfig, StickyRouter, VllmV1Scheduler
 from vidur_fast.engine.batch_store import BatchStore
 from vidur_fast.engine.run import run_engine
+from vidur_fast.engine.state import without_pool
 from vidur_fast.errors import ConfigError
 from vidur_fast.kernels.dtypes import NS_PER_S
 from vidur_fast.kernels.timing import (
@@ -173,6 +174,7 @@ def simulate(
     phases["loop_s"] = out.loop_s
     phases["loop_cpu_s"] = out.loop_cpu_s
     t = time.perf_counter()
+    out.reps = without_pool(out.reps)
     arrival_s = wl.arrival_s if closed_plan is None else closed_loop_arrivals(out.reqs)
     req = request_metrics(out.reqs, arrival_s)
     if closed_plan is not None:

@@ -170,6 +170,18 @@ def _pool_arrays(R: int, slots: int, U: int, M: int) -> dict:
     return out
 
 
+# the paged pool's per-block and per-slot arrays: most of a replica's memory, unused after the run
+_POOL_BULK = ("kv_blk", "kv_hash", "ht", "kv_list", "kv_slot_stack", "kv_mark")
+
+
+def without_pool(reps: Reps) -> Reps:
+    """reps with the prefix-cache pool's bulk arrays replaced by empty ones (same dtypes and
+    dimensions), once the run is over: per-replica counters stay. On 1,000 replicas the pool
+    is most of the process's memory, which the metrics and writers then need."""
+    empty = {k: np.zeros((0,) * getattr(reps, k).ndim, getattr(reps, k).dtype) for k in _POOL_BULK}
+    return reps._replace(**empty)
+
+
 def alloc_log(capacity: int) -> BatchLog:
     i64 = np.int64
     return BatchLog(
