@@ -27,6 +27,17 @@ def test_read_only_inputs_give_the_same_kernel_types():
     assert numba.typeof(frozen) == numba.typeof(plain)
 
 
+def test_hash_lists_read_only_or_not_give_the_same_kernel_types():
+    n = 2
+    args = (np.arange(n), np.full(n, 32), np.full(n, 3), np.full(n, -1), np.array([0, 2, 4]))
+    hashes = np.arange(1, 5, dtype=np.int64)
+    plain = alloc_reqs(*args, hashes)
+    frozen = alloc_reqs(*args, _frozen(hashes))
+    none = alloc_reqs(*args[:4], np.zeros(n + 1, np.int64))
+    assert numba.typeof(frozen) == numba.typeof(plain) == numba.typeof(none)
+    assert np.shares_memory(plain.hashes, hashes)  # never copied when already int64
+
+
 def test_kernel_array_copies_only_when_needed():
     x = np.zeros(4)
     assert kernel_array(x, np.float64) is x

@@ -20,6 +20,15 @@ def kernel_array(x: np.ndarray, dtype) -> np.ndarray:
     return np.array(x, dtype=dtype, order="C")
 
 
+def _read_only(x: np.ndarray) -> np.ndarray:
+    """A read-only C-contiguous int64 view of x (copied only when it is not one): the hash list
+    can be tens of millions of entries that kernels only read, and a workload may hand it
+    over read-only or not; one array type keeps one compiled version of every kernel."""
+    view = np.ascontiguousarray(x, dtype=np.int64).view()
+    view.flags.writeable = False
+    return view
+
+
 def alloc_reqs(
     arrival_ns: np.ndarray,
     prompt: np.ndarray,
@@ -68,9 +77,7 @@ def alloc_reqs(
         tbt_max_ns=full(0),
         cached_tokens=full(0),
         rejected=np.zeros(n, dtype=np.uint8),
-        hashes=np.ascontiguousarray(
-            np.zeros(0, dtype=i64) if hashes is None else hashes, dtype=i64
-        ),
+        hashes=_read_only(np.zeros(0, dtype=i64) if hashes is None else hashes),
         kv_slot=full(NO_ID),
         kv_cached=full(0),
         tok_inflight=full(0),
