@@ -245,6 +245,7 @@ def _launch_batch_nb(reps, reqs, log, grids, tp, p, r, s, now_ns):
     log.alloc_blocks[c] = reps.alloc_blocks[r]
     log.waiting[c] = reps.wq_len[r]
     log.preempted[c] = 0
+    log.n_cached_tokens[c] = 0
     log.n[0] = c + 1
 
 
@@ -382,6 +383,7 @@ def run_nb(reqs, reps, log, hist, lstate, rstate, cl, grids, tp, p, u_route, lim
             if s_new == NO_ID:
                 break
             pre0 = reps.preemptions[r]
+            hit0 = reps.pc_hit_tokens[r]  # requests admitted into this batch add their hits
             if _schedule_nb(reps, reqs, p, r, s_new, t_rep) == 0:
                 # a step that only preempted: schedule again at once (an empty step costs 0)
                 if reps.preemptions[r] != pre0 and reps.inflight[r] == 0:
@@ -389,6 +391,7 @@ def run_nb(reqs, reps, log, hist, lstate, rstate, cl, grids, tp, p, u_route, lim
                 break
             _launch_batch_nb(reps, reqs, log, grids, tp, p, r, s_new, t_rep)
             log.preempted[log.n[0] - 1] = reps.preemptions[r] - pre_logged
+            log.n_cached_tokens[log.n[0] - 1] = reps.pc_hit_tokens[r] - hit0
             pre_logged = reps.preemptions[r]
         if reps.inflight[r] < slots and log.n[0] >= log_cap:
             # resume scheduling this replica after the flush

@@ -110,6 +110,7 @@ class BatchLog(NamedTuple):
     alloc_blocks: np.ndarray  # allocated blocks after formation
     waiting: np.ndarray  # waiting-queue length after formation
     preempted: np.ndarray  # preemptions during formation
+    n_cached_tokens: np.ndarray  # prompt tokens found in the prefix cache by admitted requests
 
 
 class SchedParams(NamedTuple):

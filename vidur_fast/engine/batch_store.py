@@ -31,7 +31,7 @@ _TIME_COLUMNS = ("start_ns", "end_ns", "stage_ns")
 # counts that fit int32 on disk (a column that ever does not is widened to int64)
 _NARROW = frozenset(
     ("replica", "size", "n_tokens", "n_prefill_tokens", "n_decode_tokens", "alloc_blocks")
-    + ("waiting", "preempted")
+    + ("waiting", "preempted", "n_cached_tokens")
 )
 _I32 = np.iinfo(np.int32)
 

@@ -204,6 +204,7 @@ def alloc_log(capacity: int) -> BatchLog:
         alloc_blocks=np.zeros(capacity, dtype=i64),
         waiting=np.zeros(capacity, dtype=i64),
         preempted=np.zeros(capacity, dtype=i64),
+        n_cached_tokens=np.zeros(capacity, dtype=i64),
     )
 
 

@@ -34,11 +34,11 @@ from vidur_fast.outputs.schema import (
     column_unit,
 )
 from vidur_fast.outputs.timeseries import (
-    HIT_RATE_COLUMNS,
-    HIT_TOKEN_COLUMNS,
-    hit_column,
+    HIT_TOKENS,
+    has_prefix_cache,
     order_by_replica,
     replica_timeseries,
+    running_hit_rate,
 )
 
 PACKAGES = ("numpy", "numba", "pandas", "scikit-learn", "h5py", "aiconfigurator-core")
@@ -218,21 +218,10 @@ def _write_replica_timeseries(
         dur = np.asarray(column("end_s")) - np.asarray(column("start_s"))
         emit("duration_s", lambda idx, r: dur[idx])
         del dur
-    hit = hit_column(names)
-    if hit in HIT_TOKEN_COLUMNS and "n_prefill_tokens" in names:
-        hits_all = np.asarray(column(hit), dtype=np.float64)
-        pre_all = np.asarray(column("n_prefill_tokens"), dtype=np.float64)
-
-        def rate(idx, r):
-            hits = np.cumsum(hits_all[idx])
-            total = hits + np.cumsum(pre_all[idx])
-            with np.errstate(invalid="ignore", divide="ignore"):
-                return np.where(total > 0, hits / total, np.nan)
-
-        emit("prefix_cache_hit_rate", rate)
-    elif hit in HIT_RATE_COLUMNS and hit != "prefix_cache_hit_rate":
-        h = np.asarray(column(hit), dtype=np.float64)
-        emit("prefix_cache_hit_rate", lambda idx, r: h[idx])
+    if has_prefix_cache(names, replicas):
+        hits_all = np.asarray(column(HIT_TOKENS))
+        pre_all = np.asarray(column("n_prefill_tokens"))
+        emit("prefix_cache_hit_rate", lambda idx, r: running_hit_rate(hits_all[idx], pre_all[idx]))
 
 
 def _rows_below(rep_col: np.ndarray, rep_ids: np.ndarray) -> np.ndarray:

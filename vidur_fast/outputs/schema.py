@@ -53,6 +53,10 @@ BATCH_COLUMNS = {
     "alloc_blocks": ("blocks", "KV blocks allocated on the replica after the batch was formed"),
     "waiting": ("requests", "waiting-queue length after the batch was formed"),
     "preempted": ("requests", "preemptions while forming the batch"),
+    "n_cached_tokens": (
+        "tokens",
+        "prompt tokens found in the prefix cache by requests admitted into the batch",
+    ),
     "start_s": ("s", "time the batch was formed"),
     "end_s": ("s", "time the batch left the last pipeline stage"),
     "stage_s": ("s", "duration of the first pipeline stage"),
@@ -82,6 +86,7 @@ TIMESERIES_RENAME = {
     "n_decode_tokens": "num_decode_tokens",
     "waiting": "waiting_requests",
     "preempted": "preemptions",
+    "n_cached_tokens": "num_cached_tokens",
 }
 TIMESERIES_DROPPED = ("replica", "end_s", "stage_s", "alloc_blocks")
 
@@ -99,6 +104,10 @@ TIMESERIES_COLUMNS = {
     "kv_usage_fraction": ("fraction", "allocated KV blocks / num_blocks after formation"),
     "waiting_requests": ("requests", "waiting-queue length after formation"),
     "preemptions": ("requests", "preemptions while forming the batch"),
+    "num_cached_tokens": (
+        "tokens",
+        "prompt tokens found in the prefix cache by requests admitted into the batch",
+    ),
     "duration_s": ("s", "end_s - time_s: formation to leaving the last stage"),
     "prefix_cache_hit_rate": ("fraction", "running prefix-cache hit rate of the replica"),
     "batch_row": ("1", "row in /batches (layout batch_row: the only column)"),

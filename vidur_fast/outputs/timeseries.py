@@ -10,18 +10,27 @@ import pandas as pd
 
 from vidur_fast.outputs.schema import TIMESERIES_DROPPED, TIMESERIES_RENAME
 
-# a batch column counting prompt tokens served from the prefix cache, if the log has one
-HIT_TOKEN_COLUMNS = ("n_cached_tokens", "cached_tokens", "prefix_hit_tokens", "n_hit_tokens")
-# a batch column that is already a hit rate
-HIT_RATE_COLUMNS = ("prefix_cache_hit_rate", "prefix_hit_rate", "cache_hit_rate")
+# batch column: prompt tokens found in the prefix cache by the requests admitted into a batch
+HIT_TOKENS = "n_cached_tokens"
 
 
-def hit_column(columns) -> str | None:
-    """The batch-log column holding prefix-cache hits (tokens or a rate), if any."""
-    for name in (*HIT_RATE_COLUMNS, *HIT_TOKEN_COLUMNS):
-        if name in columns:
-            return name
-    return None
+def has_prefix_cache(batch_columns, replicas: pd.DataFrame) -> bool:
+    """Whether the run used a prefix cache (vllm_v1 with prefix caching looks up every
+    admission), so that a running hit rate means something."""
+    return (
+        HIT_TOKENS in batch_columns
+        and "n_prefill_tokens" in batch_columns
+        and "prefix_cache_query_tokens" in replicas
+        and bool(replicas["prefix_cache_query_tokens"].sum() > 0)
+    )
+
+
+def running_hit_rate(hits: np.ndarray, prefill: np.ndarray) -> np.ndarray:
+    """Cumulative hit tokens / (cumulative hit + prefill tokens) over one replica's batches."""
+    hits = np.cumsum(np.asarray(hits, dtype=np.float64))
+    total = hits + np.cumsum(np.asarray(prefill, dtype=np.float64))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total > 0, hits / total, np.nan)
 
 
 def order_by_replica(rep_col: np.ndarray) -> np.ndarray:
@@ -54,7 +63,7 @@ def replica_timeseries(
     """
     num_blocks = replicas.set_index("replica")["num_blocks"]
     numeric = [c for c in batches.columns if pd.api.types.is_numeric_dtype(batches[c])]
-    hit = hit_column(batches.columns)
+    hit_rate = has_prefix_cache(batches.columns, replicas)
     out = {}
     if batch_rows is None:
         batch_rows = replica_rows(batches, replicas)
@@ -70,13 +79,10 @@ def replica_timeseries(
             cols["kv_usage_fraction"] = rows["alloc_blocks"].to_numpy() / blocks
         if "end_s" in rows and "start_s" in rows:
             cols["duration_s"] = rows["end_s"].to_numpy() - rows["start_s"].to_numpy()
-        if hit in HIT_TOKEN_COLUMNS and "n_prefill_tokens" in rows:
-            hits = np.cumsum(rows[hit].to_numpy(dtype=np.float64))
-            total = hits + np.cumsum(rows["n_prefill_tokens"].to_numpy(dtype=np.float64))
-            with np.errstate(invalid="ignore", divide="ignore"):
-                cols["prefix_cache_hit_rate"] = np.where(total > 0, hits / total, np.nan)
-        elif hit in HIT_RATE_COLUMNS and hit != "prefix_cache_hit_rate":
-            cols["prefix_cache_hit_rate"] = rows[hit].to_numpy(dtype=np.float64)
+        if hit_rate:
+            cols["prefix_cache_hit_rate"] = running_hit_rate(
+                rows[HIT_TOKENS].to_numpy(), rows["n_prefill_tokens"].to_numpy()
+            )
         out[int(r)] = pd.DataFrame(cols)
     return out
 
