@@ -17,6 +17,7 @@ as in run_all.py.
 """
 
 import argparse
+import bisect
 import collections
 import hashlib
 import json
@@ -112,8 +113,6 @@ def _line_table(obj: Path) -> list[tuple[int, str, int]]:
 
 
 def report(out: Path, top: int) -> None:
-    import bisect
-
     funcs = sorted(json.loads((out / "functions.json").read_text()), key=lambda f: f["addr"])
     starts = [f["addr"] for f in funcs]
     rows = _line_table(out / "loop.o")

@@ -111,6 +111,7 @@ def run_engine(
     cl = closed_loop_state(closed_loop, arrival_ns.shape[0])
     reqs.rejected[:] = rejected
     pool_blocks = sp.num_blocks if sp.prefix_caching else 0
+    start_numba_target()  # before the first kernel: alloc_reps sets up the pool with one
     reps = alloc_reps(
         sp.n_replicas,
         sp.pp,
@@ -165,7 +166,6 @@ def run_engine(
 
     # A zero-step call loads (or compiles) the kernels, so loop_s is simulation time only.
     t0 = time.perf_counter()
-    start_numba_target()
     advance(0)
     if bar is not None:
         bar.set_description_str("simulate", refresh=False)

@@ -2,7 +2,6 @@
 
 import numpy as np
 
-from vidur_fast.jit_start import start_numba_target
 from vidur_fast.kernels.dtypes import NEVER, NO_ID, ReqStatus
 from vidur_fast.kernels.event_tree import tree_size
 from vidur_fast.kernels.prefix_cache import init_pool_nb
@@ -99,7 +98,6 @@ def alloc_reps(
     a replica may have in flight (0 = pp; vLLM v1 async scheduling needs 2)."""
     reps = _alloc_reps(n_replicas, pp, batch_cap, pool_blocks, max_req_blocks, batch_slots or pp)
     if pool_blocks > 0:
-        start_numba_target()
         init_pool_nb(reps)
     return reps
 
