@@ -17,9 +17,9 @@ import os
 import tempfile
 import time
 
-from vidur_fast.sweep.run_capacity import run_capacity
+from vidur_fast.config.predictor import PredictorConfig
+from vidur_fast.explore.run_capacity import run_capacity
 from vidur_fast.timing.build import build_timing
-from vidur_fast.timing.config import PredictorConfig
 
 MODEL, DEVICE = "meta-llama/Meta-Llama-3-8B", "h100"
 TPS = (1, 2)

@@ -19,9 +19,9 @@ import time
 from dataclasses import replace
 
 from vidur_fast.catalog import default_node_for, get_device, get_model, get_node
+from vidur_fast.config.predictor import PredictorConfig
 from vidur_fast.timing.build import build_timing, timing_from_samples
 from vidur_fast.timing.cache import load_entry
-from vidur_fast.timing.config import PredictorConfig
 from vidur_fast.timing.sources import load_samples
 
 

@@ -35,7 +35,7 @@ def main() -> None:
         sys.exit(f"error: trace not found: {args.trace}")
 
     from vidur_fast.api import simulate
-    from vidur_fast.config import (
+    from vidur_fast.config.sim import (
         ClusterConfig,
         LeastOutstandingPrefillRouter,
         PrefixAwareRouter,
@@ -43,7 +43,7 @@ def main() -> None:
         StickyRouter,
         VllmV1Scheduler,
     )
-    from vidur_fast.workload.config import TraceWorkload
+    from vidur_fast.config.workload import TraceWorkload
 
     router = {
         "prefix_aware": PrefixAwareRouter(),

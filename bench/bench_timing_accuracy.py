@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 
 from vidur_fast.catalog import default_node_for, get_device, get_model, get_node
+from vidur_fast.config.predictor import PredictorConfig
 from vidur_fast.timing.build import held_out_accuracy
-from vidur_fast.timing.config import PredictorConfig
 from vidur_fast.timing.fit import clean_rows, fit_op, op_tables
 from vidur_fast.timing.grids import evaluate_points
 from vidur_fast.timing.sources import load_samples

@@ -47,14 +47,14 @@ def scenario_config(name: str, shared: Path, out_dir: str):
     """The SimConfig of one scenario (None when its input files are missing)."""
     from dataclasses import replace
 
-    from vidur_fast.config import (
+    from vidur_fast.config.sim import (
         ClusterConfig,
         OutputConfig,
         SarathiScheduler,
         SimConfig,
         VllmV1Scheduler,
     )
-    from vidur_fast.workload.config import (
+    from vidur_fast.config.workload import (
         FixedLengths,
         PoissonIntervals,
         SyntheticWorkload,
@@ -68,7 +68,7 @@ def scenario_config(name: str, shared: Path, out_dir: str):
         case = shared / "reference" / "vidur" / "cases" / "S1"
         if not (case / "case.json").is_file():
             return None
-        from vidur_fast.vidur_compat import config_from_vidur_args
+        from vidur_fast.config.vidur_flags import config_from_vidur_args
 
         spec = json.loads((case / "case.json").read_text())
         subs = {"{PROFILES}": str(shared / "profiles" / "vidur_format"), "{CASE}": str(case)}
@@ -128,7 +128,7 @@ def worker(name: str, shared: Path, request_csv: bool = True) -> None:
 
     t0 = time.perf_counter()
     from vidur_fast.api import simulate
-    from vidur_fast.cli import freeze_heap
+    from vidur_fast.commands.main import freeze_heap
     from vidur_fast.outputs.writer import write_run
 
     with tempfile.TemporaryDirectory(prefix="vidur-fast-bench-") as tmp:

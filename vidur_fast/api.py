@@ -3,14 +3,13 @@
 import math
 import time
 from collections.abc import MutableMapping
-from dataclasses import asdict, dataclass, field
 
 import numpy as np
-import pandas as pd
 
 from vidur_fast.catalog import default_node_for, get_device, get_model, get_node
-from vidur_fast.config import PrefixAwareRouter, SimConfig, StickyRouter, VllmV1Scheduler
-from vidur_fast.engine.batch_store import BatchStore
+from vidur_fast.config.predictor import validate_predictor
+from vidur_fast.config.sim import PrefixAwareRouter, SimConfig, StickyRouter, VllmV1Scheduler
+from vidur_fast.config.workload import ClosedLoopWorkload
 from vidur_fast.engine.run import run_engine
 from vidur_fast.engine.state import without_pool
 from vidur_fast.errors import ConfigError
@@ -22,68 +21,18 @@ from vidur_fast.kernels.timing import (
     CLAMP_PREFILL_KV,
     CLAMP_TOKENS,
 )
-from vidur_fast.metrics.requests import request_metrics
-from vidur_fast.metrics.summary import build_summary
-from vidur_fast.params import build_setup, check_strict, rejection_codes
-from vidur_fast.timing.build import build_timing
-from vidur_fast.timing.config import validate_predictor
-from vidur_fast.workload.build import build_workload
-from vidur_fast.workload.closed_loop import build_closed_loop
-from vidur_fast.workload.closed_loop_metrics import (
+from vidur_fast.metrics.closed_loop import (
     closed_loop_arrivals,
     closed_loop_metrics,
     closed_loop_summary,
 )
-from vidur_fast.workload.config import ClosedLoopWorkload
-
-
-@dataclass
-class Result:
-    """Everything a run produced, as pandas tables plus the summary dict."""
-
-    config: SimConfig
-    summary: dict
-    requests: pd.DataFrame
-    batch_log: BatchStore
-    replicas: pd.DataFrame
-    tbt_histogram: np.ndarray
-    timing_meta: dict = field(default_factory=dict)
-    phases_s: dict = field(default_factory=dict)
-
-    @property
-    def batches(self) -> pd.DataFrame:
-        """One row per batch (times in s); read from the run's batch store on each access."""
-        return self.batch_log.frame()
-
-
-def _replica_table(out, sp, end_ns: int) -> pd.DataFrame:
-    reps = out.reps
-    span = max(end_ns, 1)
-    # close the kv-usage integral at the end of the run
-    area = reps.kv_area + reps.alloc_blocks * np.maximum(end_ns - reps.kv_last_ns, 0)
-    return pd.DataFrame(
-        {
-            "replica": np.arange(sp.n_replicas),
-            "batches": reps.n_batches.copy(),
-            "preemptions": reps.preemptions.copy(),
-            "num_blocks": np.full(sp.n_replicas, sp.num_blocks),
-            "kv_usage_mean": area / span / sp.num_blocks,
-            "kv_usage_peak": reps.kv_peak / sp.num_blocks,
-            "busy_fraction": reps.busy_ns[:, 0] / span,
-            "requests_completed": np.bincount(
-                out.reqs.replica[out.reqs.replica >= 0], minlength=sp.n_replicas
-            )[: sp.n_replicas],
-            "prefix_cache_query_tokens": reps.pc_query_tokens.copy(),
-            "prefix_cache_hit_tokens": reps.pc_hit_tokens.copy(),
-            "prefix_cache_hit_rate": np.divide(
-                reps.pc_hit_tokens,
-                reps.pc_query_tokens,
-                out=np.zeros(sp.n_replicas),
-                where=reps.pc_query_tokens > 0,
-            ),
-            "prefix_cache_evictions": reps.pc_evictions.copy(),
-        }
-    )
+from vidur_fast.metrics.requests import request_metrics
+from vidur_fast.metrics.result import Result, replica_table
+from vidur_fast.metrics.summary import build_summary
+from vidur_fast.params.setup import build_setup, check_strict, rejection_codes
+from vidur_fast.timing.build import build_timing
+from vidur_fast.workload.build import build_workload
+from vidur_fast.workload.closed_loop import build_closed_loop
 
 
 def _needs_hashes(cfg: SimConfig) -> bool:
@@ -179,7 +128,7 @@ def simulate(
     req = request_metrics(out.reqs, arrival_s)
     if closed_plan is not None:
         req = closed_loop_metrics(req, closed_plan, out.closed_loop)
-    replicas = _replica_table(out, setup.params, out.end_ns)
+    replicas = replica_table(out, setup.params, out.end_ns)
     c = grids.counters
     clamped = {
         "tokens": int(c[CLAMP_TOKENS]),
@@ -205,17 +154,3 @@ def simulate(
     summary["timing_cache_key"] = timing.meta.get("key")
     phases["metrics_s"] = time.perf_counter() - t
     return Result(cfg, summary, req, out.batch_log, replicas, out.hist, timing.meta, phases)
-
-
-def config_dict(cfg: SimConfig) -> dict:
-    """The config as plain JSON-able data, each union member tagged with its type name."""
-
-    def tag(obj):
-        if hasattr(obj, "__dataclass_fields__"):
-            d = {"type": type(obj).__name__}
-            for k in obj.__dataclass_fields__:
-                d[k] = tag(getattr(obj, k))
-            return d
-        return obj
-
-    return tag(cfg) if cfg is not None else asdict(cfg)

@@ -1,6 +1,7 @@
 """Bad input through the real CLI: one `error:` line naming the field or row, exit code 2, and
 no run directory (nor its parents) left behind. Every case runs in-process through
-`vidur_fast.cli.main`; a few also run as a subprocess to prove no traceback reaches the user.
+`vidur_fast.commands.main.main`; a few also run as a subprocess to prove no traceback reaches
+the user.
 """
 
 import gzip
@@ -14,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import FAST_TIMING_ARGS
-from vidur_fast.cli import main
+from vidur_fast.commands.main import main
+from vidur_fast.config.predictor import PredictorConfig
 from vidur_fast.timing.build import build_timing
-from vidur_fast.timing.config import PredictorConfig
 from vidur_fast.timing.sources.vidur import MLP_OPS
 
 # roofline timing with small polynomial grids: a cache miss costs well under a second
@@ -487,7 +488,7 @@ def test_bad_input_in_a_subprocess(case_id, dirs):
     args = case.args(inputs)
     out_args = [] if "--output.dir" in args else ["--output.dir", str(out_root / "run")]
     res = subprocess.run(
-        [sys.executable, "-m", "vidur_fast.cli", *out_args, *FAST, *args],
+        [sys.executable, "-m", "vidur_fast.commands.main", *out_args, *FAST, *args],
         capture_output=True,
         text=True,
         timeout=300,

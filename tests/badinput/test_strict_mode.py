@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 
 from vidur_fast.api import simulate
-from vidur_fast.cli import main
-from vidur_fast.config import SimConfig, VllmV1Scheduler
+from vidur_fast.commands.main import main
+from vidur_fast.config.sim import SimConfig, VllmV1Scheduler
+from vidur_fast.config.workload import TraceWorkload
 from vidur_fast.errors import ConfigError
-from vidur_fast.workload.config import TraceWorkload
 
 FAST = ["--quiet", "--predictor.source", "roofline", "--predictor.regressor", "polynomial"]
 FAST += ["--predictor.max-tokens", "8192", "--predictor.max-prefill-chunk", "4096"]

@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import SHARED
 from vidur_fast.api import simulate
-from vidur_fast.vidur_compat import config_from_vidur_args
+from vidur_fast.config.vidur_flags import config_from_vidur_args
 
 TOLERANCE = 0.05
 

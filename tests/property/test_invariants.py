@@ -23,9 +23,9 @@ from vidur_fast.kernels.state import SchedParams
 from vidur_fast.kernels.timing import TimingParams
 
 from tests.scenario.engine_harness import GC, PLAIN_ROUTERS, G, linear_grids
-from vidur_fast.engine.memory import MemoryPlan
 from vidur_fast.engine.run import run_engine
-from vidur_fast.params import REJECT_REASONS, EngineSetup, rejection_codes
+from vidur_fast.params.memory import MemoryPlan
+from vidur_fast.params.setup import REJECT_REASONS, EngineSetup, rejection_codes
 
 EXAMPLES = {"default": 200, "ci": 1000, "nojit": 100}
 _COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import FAST_TIMING_ARGS, REPO
-from vidur_fast.cli import main
+from vidur_fast.commands.main import main
 
 MULTITURN = str(REPO / "traces" / "examples" / "multiturn_shared_prefix.csv")
 POISSON = str(REPO / "traces" / "examples" / "poisson_uniform_200.csv")

@@ -8,14 +8,14 @@ import pytest
 
 
 def small_config(num_requests=300, qps=6.0, replicas=2, pp=1, **kw):
-    from vidur_fast.config import (
+    from vidur_fast.config.predictor import PredictorConfig
+    from vidur_fast.config.sim import (
         ClusterConfig,
         SarathiScheduler,
         SimConfig,
         VllmV1Scheduler,
     )
-    from vidur_fast.timing.config import PredictorConfig
-    from vidur_fast.workload.config import PoissonIntervals, SyntheticWorkload
+    from vidur_fast.config.workload import PoissonIntervals, SyntheticWorkload
 
     # few sequences and blocks, so queues build up and requests get preempted
     sched = SarathiScheduler() if pp > 1 else VllmV1Scheduler(max_num_seqs=4, num_blocks=600)
@@ -33,7 +33,7 @@ def small_config(num_requests=300, qps=6.0, replicas=2, pp=1, **kw):
 
 def write_plain(result, path, **flags):
     """Write result to path with the default outputs plus the given OutputConfig flags."""
-    from vidur_fast.config import OutputConfig
+    from vidur_fast.config.sim import OutputConfig
     from vidur_fast.outputs.writer import write_run
 
     return write_run(result, replace(OutputConfig(), dir=str(path), **flags))

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from vidur_fast.cli import main
+from vidur_fast.commands.main import main
 
 FAST = ["--predictor.source", "roofline", "--quiet"]
 
@@ -46,7 +46,7 @@ def test_bad_engine_input_is_one_line_exit_2(tmp_path, capsys, args, needle):
 def test_unknown_parameter_in_a_real_process(tmp_path):
     out = tmp_path / "run"
     res = subprocess.run(
-        [sys.executable, "-m", "vidur_fast.cli", "--output.dir", str(out), *FAST]
+        [sys.executable, "-m", "vidur_fast.commands.main", "--output.dir", str(out), *FAST]
         + ["scheduler:orca", "--scheduler.chunk-size", "5"],
         capture_output=True,
         text=True,

@@ -12,7 +12,7 @@ FAST = [*FAST_TIMING_ARGS, "--quiet"]
 
 def _cli(*args, cwd=None):
     return subprocess.run(
-        [sys.executable, "-m", "vidur_fast.cli", *args],
+        [sys.executable, "-m", "vidur_fast.commands.main", *args],
         capture_output=True,
         text=True,
         cwd=cwd,

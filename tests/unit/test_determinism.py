@@ -18,8 +18,9 @@ import pytest
 
 from tests.conftest import FAST_TIMING_ARGS
 from vidur_fast.api import simulate
-from vidur_fast.cli import main
-from vidur_fast.config import (
+from vidur_fast.commands.main import main
+from vidur_fast.config.predictor import PredictorConfig
+from vidur_fast.config.sim import (
     ClusterConfig,
     LeastOutstandingPrefillRouter,
     OutputConfig,
@@ -28,9 +29,8 @@ from vidur_fast.config import (
     SimConfig,
     VllmV1Scheduler,
 )
+from vidur_fast.config.workload import GammaIntervals, SyntheticWorkload, UniformLengths
 from vidur_fast.outputs.writer import write_run
-from vidur_fast.timing.config import PredictorConfig
-from vidur_fast.workload.config import GammaIntervals, SyntheticWorkload, UniformLengths
 
 WALL_CLOCK_KEYS = {"wall_time"}
 CLI_ARGS = [
@@ -160,7 +160,7 @@ def test_different_seed_changes_results(tmp_path):
 def test_two_processes_and_this_one_are_identical(tmp_path, monkeypatch):
     def in_subprocess(run: Path) -> None:
         res = subprocess.run(
-            [sys.executable, "-m", "vidur_fast.cli", "--output.dir", str(run), *CLI_ARGS],
+            [sys.executable, "-m", "vidur_fast.commands.main", "--output.dir", str(run), *CLI_ARGS],
             capture_output=True,
             text=True,
             timeout=600,

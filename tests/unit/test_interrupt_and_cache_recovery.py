@@ -13,9 +13,9 @@ import pytest
 
 import vidur_fast.engine.run as engine_run
 import vidur_fast.outputs.writer as writer
-from vidur_fast.cli import main
+from vidur_fast.commands.main import main
+from vidur_fast.config.predictor import PredictorConfig
 from vidur_fast.timing.build import build_timing
-from vidur_fast.timing.config import PredictorConfig
 from vidur_fast.timing.grids import GRID_FIELDS
 
 LLAMA3_8B = "meta-llama/Meta-Llama-3-8B"

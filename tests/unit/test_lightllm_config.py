@@ -5,10 +5,10 @@ import pytest
 from vidur_fast.kernels.dtypes import SchedPolicy
 
 from vidur_fast.catalog import get_device, get_model
-from vidur_fast.config import ClusterConfig, LightLLMScheduler, SimConfig
+from vidur_fast.config.sim import ClusterConfig, LightLLMScheduler, SimConfig
+from vidur_fast.config.vidur_flags import config_from_vidur_args
 from vidur_fast.errors import ConfigError
-from vidur_fast.params import REJECT_KV_CAPACITY, REJECT_MAX_LEN, build_setup, rejection_codes
-from vidur_fast.vidur_compat import config_from_vidur_args
+from vidur_fast.params.setup import REJECT_KV_CAPACITY, REJECT_MAX_LEN, build_setup, rejection_codes
 
 MODEL = "meta-llama/Meta-Llama-3-8B"
 

@@ -3,8 +3,8 @@
 import pytest
 
 from vidur_fast.catalog import get_device, get_model
-from vidur_fast.engine.memory import plan_request_slots, plan_tokens
 from vidur_fast.errors import ConfigError
+from vidur_fast.params.memory import plan_request_slots, plan_tokens
 
 SLOT_CASES = [
     # model, device, tp, pp, max_tokens, params/device, max_batch, num_blocks

@@ -9,8 +9,8 @@ import pytest
 
 from tests.unit.outputs_fixtures import small_config, write_plain
 from vidur_fast.api import simulate
-from vidur_fast.cli import main
-from vidur_fast.report import relative_diff
+from vidur_fast.commands.main import main
+from vidur_fast.commands.report import relative_diff
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +84,7 @@ def test_report_bad_inputs_exit_2_with_one_line(small_result, small_run_dir, tmp
 
 def test_report_cli_entry_point(tmp_path):
     res = subprocess.run(
-        [sys.executable, "-m", "vidur_fast.cli", "report", str(tmp_path)],
+        [sys.executable, "-m", "vidur_fast.commands.main", "report", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=300,

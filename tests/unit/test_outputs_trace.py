@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from numpy.testing import assert_allclose
 
-from vidur_fast.config import OutputConfig
+from vidur_fast.config.sim import OutputConfig
 from vidur_fast.errors import ConfigError
 from vidur_fast.outputs.perfetto import stage_spans_ns, write_trace
 from vidur_fast.outputs.writer import check_output_dir

@@ -34,7 +34,7 @@ def test_bad_prefix_input_is_one_line_exit_2(tmp_path, case):
     out = tmp_path / "run"
     args = ["--output.dir", str(out), *FAST, "workload:trace", "--workload.path", str(trace)]
     res = subprocess.run(
-        [sys.executable, "-m", "vidur_fast.cli", *args, *extra],
+        [sys.executable, "-m", "vidur_fast.commands.main", *args, *extra],
         capture_output=True,
         text=True,
         timeout=600,

@@ -6,9 +6,9 @@ from dataclasses import replace
 import pytest
 
 from vidur_fast.catalog import get_device, get_model
-from vidur_fast.cli import main
-from vidur_fast.params import build_setup
-from vidur_fast.presets import PRESETS, get_preset, split_preset_arg
+from vidur_fast.commands.main import main
+from vidur_fast.config.presets import PRESETS, get_preset, split_preset_arg
+from vidur_fast.params.setup import build_setup
 from vidur_fast.workload.build import build_workload
 
 
@@ -21,7 +21,7 @@ def test_preset_is_valid(name):
     )
     assert len(wl) == 50
     # nothing in a preset is rejected up front: every request fits a replica
-    from vidur_fast.params import rejection_codes
+    from vidur_fast.params.setup import rejection_codes
 
     assert not rejection_codes(wl.prompt_tokens, wl.decode_tokens, setup).any()
 

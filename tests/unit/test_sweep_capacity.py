@@ -7,10 +7,10 @@ import pandas as pd
 import pytest
 from test_sweep_run import small_base
 
-from vidur_fast.sweep.pareto import pareto_mask
-from vidur_fast.sweep.run_capacity import run_capacity
-from vidur_fast.sweep.search import find_capacity
-from vidur_fast.sweep.slo import CapacitySettings
+from vidur_fast.explore.pareto import pareto_mask
+from vidur_fast.explore.run_capacity import run_capacity
+from vidur_fast.explore.search import find_capacity
+from vidur_fast.explore.slo import CapacitySettings
 
 SLO = {"ttft_p90": 0.15, "tbt_p99": 0.05, "scheduling_delay_p99": 0.1}
 
@@ -117,7 +117,7 @@ def test_unservable_and_invalid_deployments_are_rows_not_crashes(tmp_path):
 
 
 def test_trace_workload_is_refused_up_front(tmp_path):
-    from vidur_fast.sweep.errors import SweepFileError
+    from vidur_fast.explore.errors import SweepFileError
 
     data = {
         "base": {"workload": {"type": "trace", "path": "x.csv"}},

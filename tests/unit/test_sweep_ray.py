@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from test_sweep_run import small_base, small_sweep
 
-from vidur_fast.sweep.run_capacity import run_capacity
-from vidur_fast.sweep.run_sweep import run_sweep
+from vidur_fast.explore.run_capacity import run_capacity
+from vidur_fast.explore.run_sweep import run_sweep
 
 ray = pytest.importorskip(
     "ray", reason="ray is not installed (pip install -e '.[ray]'); Ray executor tests skipped"
@@ -67,7 +67,7 @@ def test_unreachable_ray_address_is_one_line_exit_2(grid_cache, tmp_path):
         [
             sys.executable,
             "-m",
-            "vidur_fast.cli",
+            "vidur_fast.commands.main",
             "sweep",
             str(cfg),
             "--out",

@@ -5,7 +5,7 @@ import json
 import pandas as pd
 import pytest
 
-from vidur_fast.sweep.run_sweep import run_sweep
+from vidur_fast.explore.run_sweep import run_sweep
 
 # Small timing grids and ~100-request workloads keep every point well under a second.
 FAST_PREDICTOR = {
@@ -105,7 +105,7 @@ def test_process_pool_gives_identical_results(inline_sweep, tmp_path):
 
 
 def test_out_dir_of_something_else_is_refused(inline_sweep, tmp_path):
-    from vidur_fast.sweep.errors import SweepFileError
+    from vidur_fast.explore.errors import SweepFileError
 
     cfg, _ = inline_sweep
     other = tmp_path / "other"
@@ -116,7 +116,7 @@ def test_out_dir_of_something_else_is_refused(inline_sweep, tmp_path):
 
 
 def test_cli_sweep_runs_and_resumes(inline_sweep, tmp_path, capsys):
-    from vidur_fast.cli import main
+    from vidur_fast.commands.main import main
 
     cfg, first = inline_sweep
     out = tmp_path / "cli"

@@ -4,14 +4,14 @@ import json
 
 import pytest
 
-from vidur_fast.cli import main
-from vidur_fast.config import SarathiScheduler, VllmV1Scheduler
-from vidur_fast.sweep.errors import ExecutorError, SweepFileError
-from vidur_fast.sweep.executors import make_executor
-from vidur_fast.sweep.points import expand
-from vidur_fast.sweep.slo import parse_capacity
-from vidur_fast.sweep.spec import load_spec
-from vidur_fast.workload.config import PoissonIntervals, UniformLengths
+from vidur_fast.commands.main import main
+from vidur_fast.config.sim import SarathiScheduler, VllmV1Scheduler
+from vidur_fast.config.workload import PoissonIntervals, UniformLengths
+from vidur_fast.explore.errors import ExecutorError, SweepFileError
+from vidur_fast.explore.executors import make_executor
+from vidur_fast.explore.points import expand
+from vidur_fast.explore.slo import parse_capacity
+from vidur_fast.explore.spec import load_spec
 
 
 def _write(tmp_path, data, name="s.json"):

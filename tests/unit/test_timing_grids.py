@@ -9,10 +9,10 @@ import pytest
 from vidur_fast.kernels.timing import KV_RULE_PER_REQUEST, KV_RULE_SUM, N_COUNTERS, TimingParams
 
 from vidur_fast.catalog import get_model
+from vidur_fast.config.predictor import PredictorConfig
 from vidur_fast.errors import ProfileError
 from vidur_fast.timing.build import timing_from_samples, timing_params
 from vidur_fast.timing.cache import cache_key, entry_paths
-from vidur_fast.timing.config import PredictorConfig
 from vidur_fast.timing.fit import LAYER_TOKEN_OPS, TOKEN_OPS, baseline, fit_all
 from vidur_fast.timing.grids import (
     batch_axis,

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import vidur_fast.timing.sources as sources
+from vidur_fast.config.predictor import PredictorConfig
 from vidur_fast.timing.build import build_timing
-from vidur_fast.timing.config import PredictorConfig
 
 
 def _cfg(tmp_path, **kw):

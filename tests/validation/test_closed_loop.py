@@ -6,15 +6,15 @@ from vidur_fast.kernels.dtypes import NS_PER_S, SchedPolicy
 from vidur_fast.kernels.timing import TimingParams
 
 from tests.scenario.engine_harness import linear_grids, params
+from vidur_fast.config.workload import ClosedLoopWorkload, FixedLengths, UniformLengths
 from vidur_fast.engine.run import run_engine
 from vidur_fast.errors import ConfigError
+from vidur_fast.metrics.closed_loop import closed_loop_arrivals
 from vidur_fast.workload.closed_loop import (
     ClosedLoopPlan,
     build_closed_loop,
     measurement_mask,
 )
-from vidur_fast.workload.closed_loop_metrics import closed_loop_arrivals
-from vidur_fast.workload.config import ClosedLoopWorkload, FixedLengths, UniformLengths
 
 
 def _run(cfg: ClosedLoopWorkload, seed: int = 0, num_blocks: int = 4000):
@@ -110,7 +110,7 @@ def test_measurement_window_excludes_warmup_requests_and_time():
 
 def test_simulate_reports_real_arrivals_and_warmup_exclusion():
     from vidur_fast.api import simulate
-    from vidur_fast.config import SimConfig
+    from vidur_fast.config.sim import SimConfig
 
     cfg = SimConfig(
         workload=ClosedLoopWorkload(

@@ -5,15 +5,15 @@ from dataclasses import replace
 import pytest
 
 from vidur_fast.catalog import get_device, get_model, get_node
-from vidur_fast.engine.memory import (
+from vidur_fast.config.predictor import PredictorConfig, validate_predictor
+from vidur_fast.errors import ConfigError, ProfileError
+from vidur_fast.params.memory import (
     kv_bytes_per_token,
     plan_tokens,
     vllm_runtime_bytes,
     weight_bytes,
 )
-from vidur_fast.errors import ConfigError, ProfileError
 from vidur_fast.timing.cache import cache_key
-from vidur_fast.timing.config import PredictorConfig, validate_predictor
 from vidur_fast.timing.sources import load_samples
 from vidur_fast.timing.sources._common import linear_shapes
 

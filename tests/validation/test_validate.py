@@ -5,14 +5,14 @@ from dataclasses import replace
 
 import pytest
 
-from vidur_fast.cli import main
-from vidur_fast.validate import (
+from vidur_fast.commands.main import main
+from vidur_fast.validation.bench_csv import read_bench_csv
+from vidur_fast.validation.run import (
     ValidateConfig,
     row_config,
     run_validation,
     schedules_ahead_by_default,
 )
-from vidur_fast.validate_csv import read_bench_csv
 
 CSV_NAME = "validation/silicon_vllm_h100_qwen3_32b.csv"
 HEADER = "model,device,tp,concurrency,isl,osl,ttft_ms,tpot_ms"

@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from vidur_fast.engine.chunk_codec import CHUNK_ROWS, encode_chunk, shuffled
 from vidur_fast.kernels.dtypes import NS_PER_S
 from vidur_fast.kernels.state import BatchLog
-from vidur_fast.outputs.h5_chunks import CHUNK_ROWS, encode_chunk, shuffled
 
 # columns stored in ns and reported in seconds (name_ns -> name_s), listed last in frame()
 _TIME_COLUMNS = ("start_ns", "end_ns", "stage_ns")

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from vidur_fast import __version__
-from vidur_fast.outputs.h5_chunks import CHUNK_ROWS, GZIP_LEVEL, encode_chunk, shuffled
+from vidur_fast.engine.chunk_codec import CHUNK_ROWS, GZIP_LEVEL, encode_chunk, shuffled
 from vidur_fast.outputs.schema import (
     FORMAT_VERSION,
     TIMESERIES_DROPPED,

@@ -34,7 +34,7 @@ class RunData:
 
 def run_data_from_result(result, name: str = "run") -> RunData:
     """Wrap an in-memory `api.Result` so plots and traces take either."""
-    from vidur_fast.api import config_dict
+    from vidur_fast.config.convert import config_dict
     from vidur_fast.metrics.summary import hist_bucket_upper_s
 
     return RunData(

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
-from vidur_fast.api import Result, config_dict
-from vidur_fast.config import OutputConfig
+from vidur_fast.config.convert import config_dict
+from vidur_fast.config.sim import OutputConfig
 from vidur_fast.errors import ConfigError
+from vidur_fast.metrics.result import Result
 from vidur_fast.metrics.summary import hist_bucket_upper_s
 from vidur_fast.outputs.h5 import write_metrics_h5
 from vidur_fast.outputs.request_csv import write_request_csv

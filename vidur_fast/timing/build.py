@@ -19,6 +19,7 @@ from vidur_fast.catalog import (
     get_model,
     get_node,
 )
+from vidur_fast.config.predictor import PredictorConfig, validate_predictor
 from vidur_fast.errors import ProfileError
 from vidur_fast.kernels.timing import KV_RULE_PER_REQUEST, KV_RULE_SUM, TimingGrids, TimingParams
 from vidur_fast.timing.cache import (
@@ -31,7 +32,6 @@ from vidur_fast.timing.cache import (
     save_entry,
     value_settings,
 )
-from vidur_fast.timing.config import PredictorConfig, validate_predictor
 from vidur_fast.timing.fit import clean_rows, fit_all, fit_op, mape, op_tables
 from vidur_fast.timing.grids import GRID_FIELDS, build_grids, evaluate_points, make_grids
 from vidur_fast.timing.input_memo import input_fingerprint, read_memo, write_memo

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from vidur_fast.timing.config import PredictorConfig
+from vidur_fast.config.predictor import PredictorConfig
 from vidur_fast.timing.grids import GRID_FIELDS
 from vidur_fast.timing.samples import OperatorSamples
 

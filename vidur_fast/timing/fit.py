@@ -20,8 +20,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from vidur_fast.config.predictor import PredictorConfig
 from vidur_fast.errors import ProfileError
-from vidur_fast.timing.config import PredictorConfig
 from vidur_fast.timing.samples import TOKEN_OPS, OperatorSamples
 
 KV_SAVE = "attn_kv_cache_save"

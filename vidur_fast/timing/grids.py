@@ -17,9 +17,9 @@ grid touches and the result is broadcast; this equals predict() at every grid po
 
 import numpy as np
 
+from vidur_fast.config.predictor import PredictorConfig
 from vidur_fast.errors import ProfileError
 from vidur_fast.kernels.timing import N_COUNTERS, TimingGrids
-from vidur_fast.timing.config import PredictorConfig
 from vidur_fast.timing.fit import (
     KV_SAVE,
     LAYER_TOKEN_OPS,

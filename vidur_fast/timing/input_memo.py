@@ -16,8 +16,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from vidur_fast.catalog import DeviceSpec, ModelSpec, NodeSpec
+from vidur_fast.config.predictor import PredictorConfig
 from vidur_fast.timing.cache import GRID_FORMAT_VERSION, value_settings
-from vidur_fast.timing.config import PredictorConfig
 
 _SOURCES_DIR = Path(__file__).resolve().parent / "sources"
 

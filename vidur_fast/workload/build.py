@@ -2,10 +2,15 @@
 
 import numpy as np
 
+from vidur_fast.config.workload import ClosedLoopWorkload, SyntheticWorkload, TraceWorkload
 from vidur_fast.errors import ConfigError, TraceError
+from vidur_fast.workload.checks import (
+    MAX_REQUEST_TOKENS,
+    validate_build_args,
+    validate_workload,
+)
 from vidur_fast.workload.clipping import clip_prompt, clip_proportional, first_over
 from vidur_fast.workload.columns import RowLocator
-from vidur_fast.workload.config import ClosedLoopWorkload, SyntheticWorkload, TraceWorkload
 from vidur_fast.workload.generators import (
     Stream,
     draw_arrivals,
@@ -16,11 +21,6 @@ from vidur_fast.workload.generators import (
 from vidur_fast.workload.hashes import derive_block_hashes, fit_block_hashes
 from vidur_fast.workload.readers import TOKEN_COLUMNS, TraceData, read_trace
 from vidur_fast.workload.table import RequestTable, make_table
-from vidur_fast.workload.validate import (
-    MAX_REQUEST_TOKENS,
-    validate_build_args,
-    validate_workload,
-)
 
 
 def build_workload(

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from vidur_fast.config.workload import ClosedLoopWorkload
 from vidur_fast.errors import ConfigError
 from vidur_fast.kernels.closed_loop import ClosedLoop
 from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_S
 from vidur_fast.workload.clipping import clip_proportional
-from vidur_fast.workload.config import ClosedLoopWorkload
 from vidur_fast.workload.generators import Stream, draw_lengths, rng_for
 from vidur_fast.workload.table import RequestTable, make_table
 
@@ -60,7 +60,7 @@ def _finite_at_least(field: str, value: object, low: float, strict: bool = False
 
 def validate_closed_loop(cfg: ClosedLoopWorkload, where: str = "workload") -> None:
     """Raise ConfigError naming the first out-of-range field of a closed-loop workload."""
-    from vidur_fast.workload.validate import validate_lengths
+    from vidur_fast.workload.checks import validate_lengths
 
     _int_at_least(f"{where}.concurrency", cfg.concurrency, 1)
     _int_at_least(f"{where}.num_requests", cfg.num_requests, 1)

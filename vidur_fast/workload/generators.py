@@ -8,8 +8,7 @@ from enum import IntEnum
 
 import numpy as np
 
-from vidur_fast.errors import TraceError
-from vidur_fast.workload.config import (
+from vidur_fast.config.workload import (
     FixedLengths,
     GammaIntervals,
     PoissonIntervals,
@@ -20,6 +19,7 @@ from vidur_fast.workload.config import (
     UniformLengths,
     ZipfLengths,
 )
+from vidur_fast.errors import TraceError
 from vidur_fast.workload.hashes import as_u64, combine
 from vidur_fast.workload.readers import read_trace
 

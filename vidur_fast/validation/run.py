@@ -14,11 +14,11 @@ import numpy as np
 import pandas as pd
 
 from vidur_fast.catalog import get_device, get_model, list_devices
-from vidur_fast.config import ClusterConfig, SimConfig, VllmV1Scheduler
+from vidur_fast.config.predictor import PredictorConfig
+from vidur_fast.config.sim import ClusterConfig, SimConfig, VllmV1Scheduler
+from vidur_fast.config.workload import ClosedLoopWorkload, FixedLengths
 from vidur_fast.errors import ConfigError, UserError
-from vidur_fast.timing.config import PredictorConfig
-from vidur_fast.validate_csv import BenchRow, read_bench_csv
-from vidur_fast.workload.config import ClosedLoopWorkload, FixedLengths
+from vidur_fast.validation.bench_csv import BenchRow, read_bench_csv
 
 GEMM_PRECISIONS = {
     "": "bf16",

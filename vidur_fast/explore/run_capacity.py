@@ -9,17 +9,17 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from vidur_fast.config import SimConfig
+from vidur_fast.config.sim import SimConfig
 from vidur_fast.errors import UserError
-from vidur_fast.sweep.errors import SweepFileError
-from vidur_fast.sweep.executors import make_executor
-from vidur_fast.sweep.pareto import pareto_mask, plot_pareto
-from vidur_fast.sweep.points import Point, config_id, expand
-from vidur_fast.sweep.run_sweep import build_table, point_columns
-from vidur_fast.sweep.slo import CapacitySettings, parse_capacity
-from vidur_fast.sweep.spec import load_spec
-from vidur_fast.sweep.store import ResultLog, prepare_dir, write_table
-from vidur_fast.sweep.worker import cost_per_hour_usd, error_text, search_deployment
+from vidur_fast.explore.errors import SweepFileError
+from vidur_fast.explore.executors import make_executor
+from vidur_fast.explore.pareto import pareto_mask, plot_pareto
+from vidur_fast.explore.points import Point, config_id, expand
+from vidur_fast.explore.run_sweep import build_table, point_columns
+from vidur_fast.explore.slo import CapacitySettings, parse_capacity
+from vidur_fast.explore.spec import load_spec
+from vidur_fast.explore.store import ResultLog, prepare_dir, write_table
+from vidur_fast.explore.worker import cost_per_hour_usd, error_text, search_deployment
 
 QPS_PATH = "workload.intervals.qps"
 

@@ -15,7 +15,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from multiprocessing import get_context
 from typing import Any
 
-from vidur_fast.sweep.errors import ExecutorError
+from vidur_fast.explore.errors import ExecutorError
 
 EXECUTORS = ("local", "ray")
 _RAY_CONNECT_TIMEOUT_S = 5.0
@@ -38,7 +38,7 @@ class InlineExecutor:
 
 
 # Imported once in the fork server, so that worker processes start with them loaded.
-_PRELOAD = ["vidur_fast.sweep.worker"]
+_PRELOAD = ["vidur_fast.explore.worker"]
 
 
 class LocalExecutor:

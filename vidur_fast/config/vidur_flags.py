@@ -1,4 +1,4 @@
-"""`vidur-fast vidur-compat`: accept Vidur's own flat command-line flags (main branch).
+"""Vidur's own flat command-line flags (main branch) -> a SimConfig.
 
 Vidur's flags map onto a SimConfig; predictor flags select the `vidur` timing source with the
 same random-forest settings. Flags that only drive Vidur's own output plumbing (wandb, plots,
@@ -6,10 +6,10 @@ chrome trace, caches) are accepted and ignored with a notice on stderr.
 """
 
 import sys
-from dataclasses import replace
 from pathlib import Path
 
-from vidur_fast.config import (
+from vidur_fast.config.predictor import PredictorConfig
+from vidur_fast.config.sim import (
     ClusterConfig,
     FasterTransformerScheduler,
     LeastWaitingRouter,
@@ -22,9 +22,7 @@ from vidur_fast.config import (
     SimConfig,
     VllmV0Scheduler,
 )
-from vidur_fast.errors import ConfigError
-from vidur_fast.timing.config import PredictorConfig
-from vidur_fast.workload.config import (
+from vidur_fast.config.workload import (
     FixedLengths,
     GammaIntervals,
     PoissonIntervals,
@@ -35,6 +33,7 @@ from vidur_fast.workload.config import (
     UniformLengths,
     ZipfLengths,
 )
+from vidur_fast.errors import ConfigError
 
 IGNORED_PREFIXES = ("--metrics_config_", "--log_level", "--write_")
 SCHED_PREFIX = {
@@ -332,28 +331,3 @@ def _synthetic(f: _Flags):
         max_tokens=max_tokens,
     )
     return wl, max_tokens
-
-
-def main_compat(argv: list[str]) -> int:
-    """Run a simulation from Vidur flags; the run directory comes from --output-dir if given."""
-    import datetime
-
-    from vidur_fast.api import simulate
-    from vidur_fast.outputs.writer import check_output_dir, write_run
-    from vidur_fast.report_table import format_summary
-
-    out_dir = None
-    if "--output-dir" in argv:
-        k = argv.index("--output-dir")
-        out_dir = argv[k + 1]
-        argv = argv[:k] + argv[k + 2 :]
-    cfg = config_from_vidur_args(argv)
-    if out_dir is None:
-        out_dir = "runs/" + datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S-%f")
-    cfg = replace(cfg, output=replace(cfg.output, dir=out_dir))
-    check_output_dir(cfg.output)
-    result = simulate(cfg, progress=True)
-    path = write_run(result, cfg.output)
-    print(format_summary(result.summary))
-    print(f"run directory: {path}")
-    return 0

@@ -11,11 +11,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from vidur_fast.api import config_dict
-from vidur_fast.config import SimConfig
+from vidur_fast.config.convert import config_dict, field_types, member_name, set_path, union_members
+from vidur_fast.config.sim import SimConfig
 from vidur_fast.errors import ConfigError
-from vidur_fast.sweep.convert import field_types, member_name, set_path, union_members
-from vidur_fast.sweep.spec import SweepSpec
+from vidur_fast.explore.spec import SweepSpec
 
 # Fields that never change what a simulation computes (where grids are cached neither).
 _NOT_HASHED = ("output", "quiet")

@@ -5,7 +5,7 @@ import sys
 
 import tyro
 
-from vidur_fast.validate import ValidateConfig, format_report, run_validation, write_plot
+from vidur_fast.validation.run import ValidateConfig, format_report, run_validation, write_plot
 
 
 def cmd_validate(argv: list[str]) -> int:

@@ -3,8 +3,7 @@
 import math
 from numbers import Integral, Real
 
-from vidur_fast.errors import ConfigError
-from vidur_fast.workload.config import (
+from vidur_fast.config.workload import (
     ClosedLoopWorkload,
     FixedLengths,
     GammaIntervals,
@@ -18,6 +17,7 @@ from vidur_fast.workload.config import (
     UniformLengths,
     ZipfLengths,
 )
+from vidur_fast.errors import ConfigError
 
 # Bounds that keep every derived array and int64 sum in range (and fail before allocating).
 MAX_REQUESTS = 2**31 - 1

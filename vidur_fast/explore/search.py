@@ -7,7 +7,7 @@ many deployments at once.
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from vidur_fast.sweep.slo import CapacitySettings
+from vidur_fast.explore.slo import CapacitySettings
 
 
 @dataclass

@@ -12,10 +12,10 @@ from typing import Any
 
 from vidur_fast.api import simulate
 from vidur_fast.catalog import get_device
-from vidur_fast.config import SimConfig
+from vidur_fast.config.sim import SimConfig
 from vidur_fast.errors import UserError
-from vidur_fast.sweep.search import find_capacity
-from vidur_fast.sweep.slo import meets_slo, slo_column
+from vidur_fast.explore.search import find_capacity
+from vidur_fast.explore.slo import meets_slo, slo_column
 
 _TIMING_CACHE_SIZE = 8
 

@@ -7,12 +7,5 @@ class SweepFileError(ConfigError):
     """The sweep file is malformed: unknown key, empty list, wrong type, missing SLO."""
 
 
-class NotApplicable(ConfigError):
-    """A grid path names a field that the union member chosen at this point does not have.
-
-    Raised per point (the point is recorded with this error) rather than for the whole file.
-    """
-
-
 class ExecutorError(UserError):
     """The executor cannot start: ray missing, unreachable cluster address, bad worker count."""

@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from vidur_fast.sweep.errors import SweepFileError
+from vidur_fast.explore.errors import SweepFileError
 
 MARKER = "sweep.json"
 

@@ -15,9 +15,15 @@ import typing
 from typing import Annotated, Any, Literal, get_args, get_origin
 
 from vidur_fast.errors import ConfigError
-from vidur_fast.sweep.errors import NotApplicable
 
 TYPE_KEY = "type"
+
+
+class NotApplicable(ConfigError):
+    """A path names a field that the union member chosen at this point does not have.
+
+    A sweep records the point with this error rather than failing the whole file.
+    """
 
 
 @functools.cache
@@ -213,3 +219,20 @@ def set_path(obj: Any, parts: list[str], value: Any, path: str) -> Any:
     else:
         new = convert_value(hints[head], value, path, current)
     return dataclasses.replace(obj, **{head: new})
+
+
+# ---- config -> plain data ----
+
+
+def config_dict(cfg) -> dict:
+    """The config as plain JSON-able data, each union member tagged with its type name."""
+
+    def tag(obj):
+        if hasattr(obj, "__dataclass_fields__"):
+            d = {"type": type(obj).__name__}
+            for k in obj.__dataclass_fields__:
+                d[k] = tag(getattr(obj, k))
+            return d
+        return obj
+
+    return tag(cfg)

@@ -6,21 +6,21 @@ it override its fields, so a preset is a starting point, not a fixed scenario.
 
 from dataclasses import replace
 
-from vidur_fast.config import (
+from vidur_fast.config.sim import (
     ClusterConfig,
     LeastOutstandingPrefillRouter,
     SarathiScheduler,
     SimConfig,
     VllmV1Scheduler,
 )
-from vidur_fast.errors import ConfigError
-from vidur_fast.workload.config import (
+from vidur_fast.config.workload import (
     FixedLengths,
     GammaIntervals,
     PoissonIntervals,
     SyntheticWorkload,
     ZipfLengths,
 )
+from vidur_fast.errors import ConfigError
 
 
 def _sim(cluster: ClusterConfig, workload: SyntheticWorkload, **kw) -> SimConfig:

@@ -4,7 +4,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from vidur_fast.sweep.errors import SweepFileError
+from vidur_fast.explore.errors import SweepFileError
 
 # SLO metric stem -> summary metric (flattened summary columns are <metric>_<stat>)
 SLO_METRICS = {

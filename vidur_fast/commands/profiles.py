@@ -1,8 +1,10 @@
 """`vidur-fast profiles` actions: list catalogs and sources, build grids, show op times."""
 
 from dataclasses import dataclass, field
+from typing import Annotated
 
 import numpy as np
+import tyro
 
 from vidur_fast.catalog import (
     default_node_for,
@@ -13,8 +15,9 @@ from vidur_fast.catalog import (
     list_models,
     list_nodes,
 )
-from vidur_fast.config import ClusterConfig
-from vidur_fast.timing.config import PredictorConfig
+from vidur_fast.commands.errors import parse_args_or_raise
+from vidur_fast.config.predictor import PredictorConfig
+from vidur_fast.config.sim import ClusterConfig
 
 
 @dataclass(frozen=True)
@@ -50,8 +53,8 @@ def profiles_list(profile_dir: str | None) -> int:
 
 
 def _load(args: ProfilesBuild):
+    from vidur_fast.config.predictor import validate_predictor
     from vidur_fast.timing.build import build_timing
-    from vidur_fast.timing.config import validate_predictor
 
     c = args.cluster
     validate_predictor(args.predictor)
@@ -130,3 +133,29 @@ def _plot_grids(timing, path: str, title: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
+
+
+@dataclass(frozen=True)
+class ProfilesList:
+    """List the models, devices, nodes and timing sources available."""
+
+    profile_dir: str | None = None
+    """A Vidur-layout profile directory to inspect as well."""
+
+
+def cmd_profiles(argv: list[str]) -> int:
+    sub = parse_args_or_raise(
+        lambda: tyro.cli(
+            Annotated[ProfilesList, tyro.conf.subcommand("list")]
+            | Annotated[ProfilesBuild, tyro.conf.subcommand("build")]
+            | Annotated[ProfilesShow, tyro.conf.subcommand("show")],
+            args=argv,
+            prog="vidur-fast profiles",
+        ),
+        "vidur-fast profiles",
+    )
+    if isinstance(sub, ProfilesList):
+        return profiles_list(sub.profile_dir)
+    if isinstance(sub, ProfilesShow):
+        return profiles_show(sub)
+    return profiles_build(sub)

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vidur_fast.catalog import DeviceSpec, ModelSpec
-from vidur_fast.config import (
+from vidur_fast.config.sim import (
     FasterTransformerScheduler,
     LeastOutstandingPrefillRouter,
     LeastOutstandingRequestsRouter,
@@ -21,15 +21,15 @@ from vidur_fast.config import (
     VllmV0Scheduler,
     VllmV1Scheduler,
 )
-from vidur_fast.engine.memory import (
+from vidur_fast.errors import ConfigError
+from vidur_fast.kernels.dtypes import RouterPolicy, SchedPolicy
+from vidur_fast.kernels.state import SchedParams
+from vidur_fast.params.memory import (
     MemoryPlan,
     plan_request_slots,
     plan_tokens,
     vllm_runtime_bytes,
 )
-from vidur_fast.errors import ConfigError
-from vidur_fast.kernels.dtypes import RouterPolicy, SchedPolicy
-from vidur_fast.kernels.state import SchedParams
 
 # reasons in Reqs.rejected
 REJECT_NONE = 0

@@ -40,7 +40,7 @@ class CapacityArgs(SweepArgs):
 
 
 def _main(args_type, prog: str, runner, argv: list[str]) -> int:
-    from vidur_fast.cli_errors import parse_args_or_raise
+    from vidur_fast.commands.errors import parse_args_or_raise
 
     a = parse_args_or_raise(lambda: tyro.cli(args_type, args=argv, prog=prog), prog)
     runner(
@@ -56,12 +56,12 @@ def _main(args_type, prog: str, runner, argv: list[str]) -> int:
 
 
 def main_sweep(argv: list[str]) -> int:
-    from vidur_fast.sweep.run_sweep import run_sweep
+    from vidur_fast.explore.run_sweep import run_sweep
 
     return _main(SweepArgs, "vidur-fast sweep", run_sweep, argv)
 
 
 def main_capacity(argv: list[str]) -> int:
-    from vidur_fast.sweep.run_capacity import run_capacity
+    from vidur_fast.explore.run_capacity import run_capacity
 
     return _main(CapacityArgs, "vidur-fast capacity", run_capacity, argv)

@@ -5,7 +5,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from vidur_fast.config import SimConfig
+from vidur_fast.config.sim import SimConfig
 
 MAX_CHUNK = 16
 

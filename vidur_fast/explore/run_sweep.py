@@ -8,12 +8,12 @@ from typing import Any
 import pandas as pd
 from tqdm import tqdm
 
-from vidur_fast.sweep.chunking import make_chunks
-from vidur_fast.sweep.executors import make_executor
-from vidur_fast.sweep.points import Point, describe, expand, grid_value_label
-from vidur_fast.sweep.spec import SweepSpec, load_spec
-from vidur_fast.sweep.store import ResultLog, prepare_dir, write_table
-from vidur_fast.sweep.worker import error_text, run_chunk
+from vidur_fast.explore.chunking import make_chunks
+from vidur_fast.explore.executors import make_executor
+from vidur_fast.explore.points import Point, describe, expand, grid_value_label
+from vidur_fast.explore.spec import SweepSpec, load_spec
+from vidur_fast.explore.store import ResultLog, prepare_dir, write_table
+from vidur_fast.explore.worker import error_text, run_chunk
 
 DESCRIBED_PATHS = {
     "cluster.model",

@@ -8,10 +8,10 @@ from typing import Any
 
 import yaml
 
-from vidur_fast.config import SimConfig
+from vidur_fast.config.convert import build_dataclass, check_path
+from vidur_fast.config.sim import SimConfig
 from vidur_fast.errors import ConfigError
-from vidur_fast.sweep.convert import build_dataclass, check_path
-from vidur_fast.sweep.errors import SweepFileError
+from vidur_fast.explore.errors import SweepFileError
 
 TOP_KEYS = ("base", "grid", "capacity")
 

@@ -9,8 +9,8 @@ from typing import Annotated, Literal
 
 import tyro
 
-from vidur_fast.timing.config import PredictorConfig
-from vidur_fast.workload.config import ClosedLoopWorkload, SyntheticWorkload, TraceWorkload
+from vidur_fast.config.predictor import PredictorConfig
+from vidur_fast.config.workload import ClosedLoopWorkload, SyntheticWorkload, TraceWorkload
 
 # ---- replica schedulers ----
 

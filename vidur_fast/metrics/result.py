@@ -1,0 +1,58 @@
+"""What a run produced: the Result the API returns and the run directory is written from."""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from vidur_fast.config.sim import SimConfig
+from vidur_fast.engine.batch_store import BatchStore
+
+
+@dataclass
+class Result:
+    """Everything a run produced, as pandas tables plus the summary dict."""
+
+    config: SimConfig
+    summary: dict
+    requests: pd.DataFrame
+    batch_log: BatchStore
+    replicas: pd.DataFrame
+    tbt_histogram: np.ndarray
+    timing_meta: dict = field(default_factory=dict)
+    phases_s: dict = field(default_factory=dict)
+
+    @property
+    def batches(self) -> pd.DataFrame:
+        """One row per batch (times in s); read from the run's batch store on each access."""
+        return self.batch_log.frame()
+
+
+def replica_table(out, sp, end_ns: int) -> pd.DataFrame:
+    reps = out.reps
+    span = max(end_ns, 1)
+    # close the kv-usage integral at the end of the run
+    area = reps.kv_area + reps.alloc_blocks * np.maximum(end_ns - reps.kv_last_ns, 0)
+    return pd.DataFrame(
+        {
+            "replica": np.arange(sp.n_replicas),
+            "batches": reps.n_batches.copy(),
+            "preemptions": reps.preemptions.copy(),
+            "num_blocks": np.full(sp.n_replicas, sp.num_blocks),
+            "kv_usage_mean": area / span / sp.num_blocks,
+            "kv_usage_peak": reps.kv_peak / sp.num_blocks,
+            "busy_fraction": reps.busy_ns[:, 0] / span,
+            "requests_completed": np.bincount(
+                out.reqs.replica[out.reqs.replica >= 0], minlength=sp.n_replicas
+            )[: sp.n_replicas],
+            "prefix_cache_query_tokens": reps.pc_query_tokens.copy(),
+            "prefix_cache_hit_tokens": reps.pc_hit_tokens.copy(),
+            "prefix_cache_hit_rate": np.divide(
+                reps.pc_hit_tokens,
+                reps.pc_query_tokens,
+                out=np.zeros(sp.n_replicas),
+                where=reps.pc_query_tokens > 0,
+            ),
+            "prefix_cache_evictions": reps.pc_evictions.copy(),
+        }
+    )
