@@ -1,14 +1,13 @@
 """Python API: simulate(config) -> Result. No global state; same config -> same result."""
 
-import math
 import time
 from collections.abc import MutableMapping
 
 import numpy as np
 
 from vidur_fast.catalog import default_node_for, get_device, get_model, get_node
-from vidur_fast.config.predictor import validate_predictor
 from vidur_fast.config.sim import PrefixAwareRouter, SimConfig, StickyRouter, VllmV1Scheduler
+from vidur_fast.config.validate import validate_config
 from vidur_fast.config.workload import ClosedLoopWorkload
 from vidur_fast.engine.run import run_engine
 from vidur_fast.engine.state import without_pool
@@ -60,13 +59,11 @@ def simulate(
     """
     phases = {}
     t = time.perf_counter()
-    validate_predictor(cfg.predictor)
+    validate_config(cfg)
     model = get_model(cfg.cluster.model)
     device = get_device(cfg.cluster.device)
     node = get_node(cfg.cluster.node or default_node_for(device.name))
     setup = build_setup(cfg, model, device)
-    if not (math.isfinite(cfg.time_limit_s) and cfg.time_limit_s >= 0):
-        raise ConfigError(f"time_limit_s: must be a finite number >= 0 (got {cfg.time_limit_s})")
     closed_plan = None
     need_hashes = False
     if isinstance(cfg.workload, ClosedLoopWorkload):

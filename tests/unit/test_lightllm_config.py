@@ -6,6 +6,7 @@ from vidur_fast.kernels.dtypes import SchedPolicy
 
 from vidur_fast.catalog import get_device, get_model
 from vidur_fast.config.sim import ClusterConfig, LightLLMScheduler, SimConfig
+from vidur_fast.config.validate import validate_config
 from vidur_fast.config.vidur_flags import config_from_vidur_args
 from vidur_fast.errors import ConfigError
 from vidur_fast.params.setup import REJECT_KV_CAPACITY, REJECT_MAX_LEN, build_setup, rejection_codes
@@ -15,6 +16,7 @@ MODEL = "meta-llama/Meta-Llama-3-8B"
 
 def _setup(sched, **cluster):
     cfg = SimConfig(cluster=ClusterConfig(model=MODEL, **cluster), scheduler=sched)
+    validate_config(cfg)
     return build_setup(cfg, get_model(MODEL), get_device("h100"))
 
 
@@ -90,4 +92,4 @@ def test_vidur_lightllm_block_size_other_than_one_is_refused():
         + ["16"]
     )
     with pytest.raises(ConfigError, match="block_size"):
-        build_setup(cfg, get_model(cfg.cluster.model), get_device(cfg.cluster.device))
+        validate_config(cfg)

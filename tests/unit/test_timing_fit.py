@@ -10,9 +10,10 @@ import pandas as pd
 import pytest
 
 from vidur_fast.catalog import get_device, get_model, get_node
-from vidur_fast.config.predictor import PredictorConfig, validate_predictor
-from vidur_fast.errors import ConfigError, ProfileError
 from vidur_fast.config import predictor as config_mod
+from vidur_fast.config.predictor import PredictorConfig
+from vidur_fast.config.validate import validate_predictor
+from vidur_fast.errors import ConfigError, ProfileError
 from vidur_fast.timing.build import held_out_accuracy
 from vidur_fast.timing.fit import fit_op, mape, model_value, predict
 from vidur_fast.timing.samples import OperatorSamples

@@ -5,7 +5,8 @@ from dataclasses import replace
 import pytest
 
 from vidur_fast.catalog import get_device, get_model, get_node
-from vidur_fast.config.predictor import PredictorConfig, validate_predictor
+from vidur_fast.config.predictor import PredictorConfig
+from vidur_fast.config.validate import validate_predictor
 from vidur_fast.errors import ConfigError, ProfileError
 from vidur_fast.params.memory import (
     kv_bytes_per_token,

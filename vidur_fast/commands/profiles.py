@@ -53,7 +53,7 @@ def profiles_list(profile_dir: str | None) -> int:
 
 
 def _load(args: ProfilesBuild):
-    from vidur_fast.config.predictor import validate_predictor
+    from vidur_fast.config.validate import validate_predictor
     from vidur_fast.timing.build import build_timing
 
     c = args.cluster

@@ -1,13 +1,7 @@
-"""Execution-time predictor settings (a frozen dataclass for the tyro CLI) and their validation."""
+"""Execution-time predictor settings (a frozen dataclass for the tyro CLI)."""
 
-import math
 from dataclasses import dataclass
 from typing import Literal
-
-from vidur_fast.errors import ConfigError
-
-# Largest decode or prefill grid accepted (cells); 2**27 float64 cells is 1 GiB.
-MAX_GRID_CELLS = 2**27
 
 
 @dataclass(frozen=True)
@@ -81,86 +75,3 @@ class PredictorConfig:
     def n_chunk(self) -> int:
         """Columns of the prefill chunk axis (c = 0..C//gc)."""
         return self.max_prefill_chunk // self.chunk_granularity + 1
-
-
-_CHOICES = {
-    "source": ("aiconfigurator", "vidur", "roofline"),
-    "backend": ("vllm", "trtllm", "sglang"),
-    "precision": ("bf16", "fp8", "fp8_block"),
-    "kv_cache_dtype": ("bf16", "fp16", "fp8"),
-    "regressor": ("random_forest", "polynomial"),
-    "kv_rule": ("per_request", "sum"),
-    "cache_mode": ("use", "ignore", "require", "refresh"),
-}
-
-# field -> smallest allowed value
-_INT_MIN = {
-    "n_estimators": 1,
-    "min_samples_split": 2,
-    "random_state": 0,
-    "polynomial_degree": 1,
-    "max_tokens": 8,
-    "max_batch_size": 1,
-    "max_prefill_chunk": 1,
-    "kv_granularity": 1,
-    "chunk_granularity": 1,
-}
-
-_NONNEG_FLOATS = (
-    "decode_batching_overhead",
-    "prefill_batching_overhead",
-    "nccl_launch_overhead_ms",
-    "cpu_overhead_ms",
-    "cpu_overhead_per_seq_ms",
-)
-
-
-def _fail(field: str, why: str, value: object) -> None:
-    raise ConfigError(f"predictor.{field}: {why} (got {value!r})")
-
-
-def validate_predictor(cfg: PredictorConfig) -> None:
-    """Raise ConfigError naming the first bad field of cfg; return None when all are valid."""
-    for name, allowed in _CHOICES.items():
-        value = getattr(cfg, name)
-        if value not in allowed:
-            _fail(name, f"must be one of {', '.join(allowed)}", value)
-    for name, low in _INT_MIN.items():
-        value = getattr(cfg, name)
-        if isinstance(value, bool) or not isinstance(value, int):
-            _fail(name, "must be an integer", value)
-        if value < low:
-            _fail(name, f"must be >= {low}", value)
-    if not isinstance(cfg.work_normalized, bool):
-        _fail("work_normalized", "must be True or False", cfg.work_normalized)
-    if cfg.max_depth is not None and (not isinstance(cfg.max_depth, int) or cfg.max_depth < 1):
-        _fail("max_depth", "must be None or an integer >= 1", cfg.max_depth)
-    if cfg.polynomial_degree > 6:
-        _fail("polynomial_degree", "must be <= 6", cfg.polynomial_degree)
-    for name in _NONNEG_FLOATS:
-        value = getattr(cfg, name)
-        if not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-            _fail(name, "must be a finite number >= 0", value)
-    if cfg.kv_granularity > cfg.max_tokens:
-        _fail("kv_granularity", f"must be <= max_tokens ({cfg.max_tokens})", cfg.kv_granularity)
-    if cfg.chunk_granularity > cfg.max_prefill_chunk:
-        _fail(
-            "chunk_granularity",
-            f"must be <= max_prefill_chunk ({cfg.max_prefill_chunk})",
-            cfg.chunk_granularity,
-        )
-    if (cfg.max_batch_size + 1) * cfg.n_kv > MAX_GRID_CELLS:
-        _fail(
-            "max_batch_size",
-            f"decode grid of {cfg.max_batch_size + 1} x {cfg.n_kv} cells exceeds {MAX_GRID_CELLS}",
-            cfg.max_batch_size,
-        )
-    if cfg.n_kv * cfg.n_chunk > MAX_GRID_CELLS:
-        _fail(
-            "chunk_granularity",
-            f"prefill grid of {cfg.n_kv} x {cfg.n_chunk} cells exceeds {MAX_GRID_CELLS}; "
-            "raise the granularities or lower max_tokens/max_prefill_chunk",
-            cfg.chunk_granularity,
-        )
-    if cfg.profile_dir is not None and not cfg.profile_dir:
-        _fail("profile_dir", "must be a directory path or None", cfg.profile_dir)

@@ -12,6 +12,7 @@ import numpy as np
 
 from vidur_fast.config.convert import config_dict
 from vidur_fast.config.sim import OutputConfig
+from vidur_fast.config.validate import validate_output
 from vidur_fast.errors import ConfigError
 from vidur_fast.metrics.result import Result
 from vidur_fast.metrics.summary import hist_bucket_upper_s
@@ -21,7 +22,7 @@ from vidur_fast.outputs.request_csv import write_request_csv
 
 def check_output_dir(out: OutputConfig) -> Path | None:
     """Fail early (before simulating) if the run directory cannot be created."""
-    _check_trace_options(out)
+    validate_output(out)
     if out.dir is None:
         return None
     path = Path(out.dir)
@@ -41,17 +42,6 @@ def check_output_dir(out: OutputConfig) -> Path | None:
     except OSError:
         raise ConfigError(f"output.dir: cannot write under {probe}") from None
     return path
-
-
-def _check_trace_options(out: OutputConfig) -> None:
-    if out.trace_every < 1:
-        raise ConfigError(f"output.trace_every: must be >= 1 (got {out.trace_every})")
-    if not out.trace_start_s >= 0:
-        raise ConfigError(f"output.trace_start_s: must be >= 0 (got {out.trace_start_s})")
-    if not (out.trace_end_s == 0 or out.trace_end_s > out.trace_start_s):
-        raise ConfigError(
-            f"output.trace_end_s: must be 0 (no end) or > trace_start_s (got {out.trace_end_s})"
-        )
 
 
 def _json_default(obj):

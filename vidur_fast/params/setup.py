@@ -1,4 +1,4 @@
-"""Config -> kernel parameters (SchedParams, KV capacity, up-front request rejections)."""
+"""A validated config -> kernel parameters (SchedParams, KV capacity, up-front rejections)."""
 
 from dataclasses import dataclass
 
@@ -51,35 +51,6 @@ class EngineSetup:
     max_seq_len: int  # per-request bound on prompt + output (0 = none)
 
 
-# Per-replica state is O(replicas x pp x batch cap); bound it so a typo fails fast instead of
-# exhausting memory.
-MAX_REPLICAS = 1 << 16
-MAX_BATCH_CAP = 1 << 20
-MAX_STATE_CELLS = 1 << 27
-
-
-def _at_most(path: str, value: int, high: int) -> None:
-    if value is not None and value > high:
-        raise ConfigError(f"{path}: must be <= {high} (got {value})")
-
-
-def _check_state_size(c, cap_path: str, cap: int) -> None:
-    _at_most(cap_path, cap, MAX_BATCH_CAP)
-    cells = c.num_replicas * c.pp * (2 * cap + 2)
-    if cells > MAX_STATE_CELLS:
-        raise ConfigError(
-            f"{cap_path}: cluster.num_replicas x pp x {cap_path.split('.')[-1]} needs {cells} "
-            f"batch slots, more than {MAX_STATE_CELLS}"
-        )
-
-
-def _positive(path: str, value, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if value is None or value <= 0:
-        raise ConfigError(f"{path}: must be > 0 (got {value})")
-
-
 def router_code(cfg: SimConfig) -> int:
     match cfg.router:
         case RoundRobinRouter():
@@ -109,66 +80,23 @@ def _memory_args(cfg: SimConfig, model: ModelSpec) -> dict:
         out["runtime_bytes"] = vllm_runtime_bytes(
             model, cfg.cluster.tp, s.max_num_batched_tokens, s.max_num_seqs
         )
-    elif mm != "vidur":
-        raise ConfigError(f"cluster.memory_model: must be one of vidur, vllm (got {mm!r})")
     return out
 
 
 def _router_imbalance(cfg: SimConfig) -> int:
     if isinstance(cfg.router, PrefixAwareRouter):
-        if cfg.router.max_imbalance_tokens < 0:
-            raise ConfigError(
-                "router.max_imbalance_tokens: must be >= 0 "
-                f"(got {cfg.router.max_imbalance_tokens})"
-            )
         return cfg.router.max_imbalance_tokens
     return 0
 
 
-def _check_prefix_router(cfg: SimConfig) -> None:
-    s = cfg.scheduler
-    if isinstance(cfg.router, PrefixAwareRouter) and not (
-        isinstance(s, VllmV1Scheduler) and s.enable_prefix_caching
-    ):
-        raise ConfigError(
-            "router: prefix_aware needs the vllm_v1 scheduler with enable_prefix_caching=True"
-        )
-
-
 def build_setup(cfg: SimConfig, model: ModelSpec, device: DeviceSpec) -> EngineSetup:
-    """Validate the scheduler/cluster fields and derive kernel parameters."""
+    """Kernel parameters of a validated config (config.validate.validate_config)."""
     c = cfg.cluster
-    _positive("cluster.num_replicas", c.num_replicas)
-    _at_most("cluster.num_replicas", c.num_replicas, MAX_REPLICAS)
-    if not 0.0 <= c.memory_margin_fraction < 1.0:
-        raise ConfigError(
-            f"cluster.memory_margin_fraction: must be in [0, 1) (got {c.memory_margin_fraction})"
-        )
-    model.check_parallelism(c.tp, c.pp)
-    _check_prefix_router(cfg)
     s = cfg.scheduler
-    _positive("scheduler.block_size", s.block_size)
-    _positive("scheduler.num_blocks", s.num_blocks, allow_none=True)
     common = dict(router=int(router_code(cfg)), n_replicas=c.num_replicas, pp=c.pp)
     margin = c.memory_margin_fraction
     match s:
         case VllmV1Scheduler():
-            if c.pp != 1:
-                raise ConfigError("cluster.pp: the vllm_v1 scheduler supports pp = 1 only")
-            _positive("scheduler.max_num_batched_tokens", s.max_num_batched_tokens)
-            _positive("scheduler.max_num_seqs", s.max_num_seqs)
-            _check_state_size(c, "scheduler.max_num_seqs", s.max_num_seqs)
-            if s.long_prefill_token_threshold < 0:
-                raise ConfigError(
-                    "scheduler.long_prefill_token_threshold: must be >= 0 "
-                    f"(got {s.long_prefill_token_threshold})"
-                )
-            _positive("scheduler.max_model_len", s.max_model_len, allow_none=True)
-            if s.max_num_partial_prefills < 0:
-                raise ConfigError(
-                    "scheduler.max_num_partial_prefills: must be >= 0 "
-                    f"(got {s.max_num_partial_prefills})"
-                )
             plan = plan_tokens(
                 model, device, c.tp, c.pp, s.block_size, margin, **_memory_args(cfg, model)
             )
@@ -204,18 +132,6 @@ def build_setup(cfg: SimConfig, model: ModelSpec, device: DeviceSpec) -> EngineS
         case (
             SarathiScheduler() | VllmV0Scheduler() | OrcaScheduler() | FasterTransformerScheduler()
         ):
-            _positive("scheduler.batch_size_cap", s.batch_size_cap)
-            _check_state_size(c, "scheduler.batch_size_cap", s.batch_size_cap)
-            _positive("scheduler.max_tokens", s.max_tokens)
-            if s.batch_size_cap < c.pp:
-                raise ConfigError(
-                    f"scheduler.batch_size_cap: must be >= pp ({c.pp}) (got {s.batch_size_cap})"
-                )
-            if c.memory_model != "vidur":
-                raise ConfigError(
-                    f"cluster.memory_model: {c.memory_model!r} needs scheduler vllm_v1 "
-                    "(the request-slot planner is Vidur's)"
-                )
             plan = plan_request_slots(
                 model,
                 device,
@@ -229,16 +145,8 @@ def build_setup(cfg: SimConfig, model: ModelSpec, device: DeviceSpec) -> EngineS
             )
             blocks = s.num_blocks if s.num_blocks is not None else plan.num_blocks
             wm_frac = getattr(s, "watermark_blocks_fraction", 0.0)
-            if not 0.0 <= wm_frac < 1.0:
-                raise ConfigError(
-                    f"scheduler.watermark_blocks_fraction: must be in [0, 1) (got {wm_frac})"
-                )
             chunk = getattr(s, "chunk_size", 0)
-            if isinstance(s, SarathiScheduler):
-                _positive("scheduler.chunk_size", chunk)
             max_in_batch = getattr(s, "max_tokens_in_batch", 0)
-            if isinstance(s, VllmV0Scheduler):
-                _positive("scheduler.max_tokens_in_batch", max_in_batch)
             policy = {
                 SarathiScheduler: SchedPolicy.SARATHI,
                 VllmV0Scheduler: SchedPolicy.VLLM,
@@ -283,19 +191,7 @@ LIGHTLLM_PROFILE_BLOCK_SIZE = 16
 
 
 def _lightllm_setup(s: LightLLMScheduler, c, model: ModelSpec, device: DeviceSpec, common):
-    if c.pp != 1:
-        raise ConfigError("cluster.pp: the lightllm scheduler supports pp = 1 only")
-    if s.block_size != 1:
-        raise ConfigError(
-            f"scheduler.block_size: lightllm accounts KV per token; must be 1 (got {s.block_size})"
-        )
-    _positive("scheduler.batch_size_cap", s.batch_size_cap)
-    _positive("scheduler.max_tokens", s.max_tokens)
-    _positive("scheduler.max_tokens_in_batch", s.max_tokens_in_batch)
-    _positive("scheduler.max_waiting_iters", s.max_waiting_iters)
-    plan = plan_request_slots(
-        model, device, c.tp, c.pp, 1, s.max_tokens, c.memory_margin_fraction
-    )
+    plan = plan_request_slots(model, device, c.tp, c.pp, 1, s.max_tokens, c.memory_margin_fraction)
     blocks = s.num_blocks if s.num_blocks is not None else plan.num_blocks
     p = SchedParams(
         policy=int(SchedPolicy.LIGHTLLM),

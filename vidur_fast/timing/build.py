@@ -19,7 +19,8 @@ from vidur_fast.catalog import (
     get_model,
     get_node,
 )
-from vidur_fast.config.predictor import PredictorConfig, validate_predictor
+from vidur_fast.config.predictor import PredictorConfig
+from vidur_fast.config.validate import validate_predictor
 from vidur_fast.errors import ProfileError
 from vidur_fast.kernels.timing import KV_RULE_PER_REQUEST, KV_RULE_SUM, TimingGrids, TimingParams
 from vidur_fast.timing.cache import (

@@ -4,6 +4,7 @@ table = build_workload(SyntheticWorkload(), seed=0)
 table = build_workload(TraceWorkload("trace.jsonl.gz"), seed=0, need_hashes=True)
 """
 
+from vidur_fast.config.validate_workload import validate_workload
 from vidur_fast.config.workload import (
     ClosedLoopWorkload,
     FixedLengths,
@@ -22,7 +23,6 @@ from vidur_fast.config.workload import (
     ZipfLengths,
 )
 from vidur_fast.workload.build import build_workload
-from vidur_fast.workload.checks import validate_workload
 from vidur_fast.workload.readers import TraceData, detect_format, read_trace
 from vidur_fast.workload.table import RequestTable, make_table
 from vidur_fast.workload.writers import write_vidur_csv

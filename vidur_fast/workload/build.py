@@ -2,13 +2,13 @@
 
 import numpy as np
 
-from vidur_fast.config.workload import ClosedLoopWorkload, SyntheticWorkload, TraceWorkload
-from vidur_fast.errors import ConfigError, TraceError
-from vidur_fast.workload.checks import (
+from vidur_fast.config.validate_workload import (
     MAX_REQUEST_TOKENS,
     validate_build_args,
     validate_workload,
 )
+from vidur_fast.config.workload import ClosedLoopWorkload, SyntheticWorkload, TraceWorkload
+from vidur_fast.errors import ConfigError, TraceError
 from vidur_fast.workload.clipping import clip_prompt, clip_proportional, first_over
 from vidur_fast.workload.columns import RowLocator
 from vidur_fast.workload.generators import (

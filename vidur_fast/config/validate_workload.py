@@ -1,4 +1,4 @@
-"""Range checks for workload configs; every error names the full field path."""
+"""Range checks of workload configs (open and closed loop); every error names the field path."""
 
 import math
 from numbers import Integral, Real
@@ -129,8 +129,6 @@ def validate_workload(cfg: object, where: str = "workload") -> None:
         case TraceWorkload():
             validate_trace(cfg, where)
         case ClosedLoopWorkload():
-            from vidur_fast.workload.closed_loop import validate_closed_loop
-
             validate_closed_loop(cfg, where)
         case _:
             raise ConfigError(f"{where}: unknown workload type {type(cfg).__name__}")
@@ -139,3 +137,47 @@ def validate_workload(cfg: object, where: str = "workload") -> None:
 def validate_build_args(seed: int, block_size: int) -> None:
     _at_least("seed", seed, 0)
     _at_least("block_size", block_size, 1)
+
+
+# ---- closed loop ----
+
+
+def _int_at_least(field: str, value: object, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        _fail(field, f"must be an integer >= {low}", value)
+
+
+def _finite_at_least(field: str, value: object, low: float, strict: bool = False) -> None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < low or (strict and value == low):
+        _fail(field, f"must be a finite number {'>' if strict else '>='} {low}", value)
+
+
+def validate_closed_loop(cfg: ClosedLoopWorkload, where: str = "workload") -> None:
+    """Raise ConfigError naming the first out-of-range field of a closed-loop workload."""
+    _int_at_least(f"{where}.concurrency", cfg.concurrency, 1)
+    _int_at_least(f"{where}.num_requests", cfg.num_requests, 1)
+    if cfg.duration_s is not None:
+        _finite_at_least(f"{where}.duration_s", cfg.duration_s, 0.0, strict=True)
+    validate_lengths(cfg.lengths, f"{where}.lengths")
+    _finite_at_least(f"{where}.think_time_s", cfg.think_time_s, 0.0)
+    if cfg.think_time not in ("fixed", "exponential"):
+        _fail(f"{where}.think_time", "must be one of fixed, exponential", cfg.think_time)
+    _finite_at_least(f"{where}.ramp_up_s", cfg.ramp_up_s, 0.0)
+    _int_at_least(f"{where}.warmup_requests", cfg.warmup_requests, 0)
+    if cfg.warmup_requests >= cfg.num_requests:
+        _fail(
+            f"{where}.warmup_requests",
+            f"must be < num_requests ({cfg.num_requests}) so that some requests are measured",
+            cfg.warmup_requests,
+        )
+    _finite_at_least(f"{where}.warmup_s", cfg.warmup_s, 0.0)
+    if cfg.measure_s is not None:
+        _finite_at_least(f"{where}.measure_s", cfg.measure_s, 0.0, strict=True)
+    if cfg.max_tokens is not None:
+        _int_at_least(f"{where}.max_tokens", cfg.max_tokens, 2)
+    _finite_at_least(f"{where}.ingest_ms", cfg.ingest_ms, 0.0)
+    _finite_at_least(f"{where}.ingest_us_per_token", cfg.ingest_us_per_token, 0.0)
+    _finite_at_least(f"{where}.response_ms", cfg.response_ms, 0.0)
+    if not isinstance(cfg.schedule_ahead, bool):
+        _fail(f"{where}.schedule_ahead", "must be true or false", cfg.schedule_ahead)

@@ -1,0 +1,270 @@
+"""The one config validator: every rule on a config field's value lives here, and each error
+names the field (`scheduler.max_num_seqs: must be > 0 (got 0)`).
+
+`validate_config(cfg)` checks a whole SimConfig, in the order a reader meets the fields; the
+per-section functions are public for the callers that take one section alone (the timing build
+takes a PredictorConfig, the workload build a workload config, the writer an OutputConfig).
+Rules that need the data a run derives (KV blocks from the memory plan, a trace's contents) stay
+with the stage that derives it.
+"""
+
+import math
+
+from vidur_fast.catalog import default_node_for, get_device, get_model, get_node
+from vidur_fast.config.predictor import PredictorConfig
+from vidur_fast.config.sim import (
+    ClusterConfig,
+    FasterTransformerScheduler,
+    LightLLMScheduler,
+    OrcaScheduler,
+    OutputConfig,
+    PrefixAwareRouter,
+    SarathiScheduler,
+    SimConfig,
+    VllmV0Scheduler,
+    VllmV1Scheduler,
+)
+from vidur_fast.config.validate_workload import validate_workload
+from vidur_fast.errors import ConfigError
+
+# Per-replica state is O(replicas x pp x batch cap); bound it so a typo fails fast instead of
+# exhausting memory.
+MAX_REPLICAS = 1 << 16
+MAX_BATCH_CAP = 1 << 20
+MAX_STATE_CELLS = 1 << 27
+# Largest decode or prefill grid accepted (cells); 2**27 float64 cells is 1 GiB.
+MAX_GRID_CELLS = 2**27
+
+
+def validate_config(cfg: SimConfig) -> None:
+    """Raise ConfigError naming the first invalid field of cfg; return None when all are valid."""
+    validate_predictor(cfg.predictor)
+    validate_cluster(cfg.cluster)
+    validate_scheduler(cfg.scheduler, cfg.cluster)
+    validate_router(cfg)
+    if not (math.isfinite(cfg.time_limit_s) and cfg.time_limit_s >= 0):
+        raise ConfigError(f"time_limit_s: must be a finite number >= 0 (got {cfg.time_limit_s})")
+    validate_workload(cfg.workload)
+    validate_output(cfg.output)
+
+
+def _at_most(path: str, value: int, high: int) -> None:
+    if value is not None and value > high:
+        raise ConfigError(f"{path}: must be <= {high} (got {value})")
+
+
+def _positive(path: str, value, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if value is None or value <= 0:
+        raise ConfigError(f"{path}: must be > 0 (got {value})")
+
+
+def _at_least_zero(path: str, value) -> None:
+    if value < 0:
+        raise ConfigError(f"{path}: must be >= 0 (got {value})")
+
+
+def _fraction(path: str, value: float) -> None:
+    if not 0.0 <= value < 1.0:
+        raise ConfigError(f"{path}: must be in [0, 1) (got {value})")
+
+
+# ---- cluster ----
+
+
+def validate_cluster(c: ClusterConfig) -> None:
+    """Replica count and memory fields, then the catalog names and the parallel layout."""
+    _positive("cluster.num_replicas", c.num_replicas)
+    _at_most("cluster.num_replicas", c.num_replicas, MAX_REPLICAS)
+    _fraction("cluster.memory_margin_fraction", c.memory_margin_fraction)
+    if c.memory_model not in ("vidur", "vllm"):
+        raise ConfigError(
+            f"cluster.memory_model: must be one of vidur, vllm (got {c.memory_model!r})"
+        )
+    model = get_model(c.model)
+    device = get_device(c.device)
+    get_node(c.node or default_node_for(device.name))
+    model.check_parallelism(c.tp, c.pp)
+
+
+# ---- scheduler ----
+
+
+def _check_state_size(c: ClusterConfig, cap_path: str, cap: int) -> None:
+    _at_most(cap_path, cap, MAX_BATCH_CAP)
+    cells = c.num_replicas * c.pp * (2 * cap + 2)
+    if cells > MAX_STATE_CELLS:
+        raise ConfigError(
+            f"{cap_path}: cluster.num_replicas x pp x {cap_path.split('.')[-1]} needs {cells} "
+            f"batch slots, more than {MAX_STATE_CELLS}"
+        )
+
+
+def validate_scheduler(s, c: ClusterConfig) -> None:
+    """The scheduler's own fields and the cluster layouts it supports."""
+    _positive("scheduler.block_size", s.block_size)
+    _positive("scheduler.num_blocks", s.num_blocks, allow_none=True)
+    match s:
+        case VllmV1Scheduler():
+            if c.pp != 1:
+                raise ConfigError("cluster.pp: the vllm_v1 scheduler supports pp = 1 only")
+            _positive("scheduler.max_num_batched_tokens", s.max_num_batched_tokens)
+            _positive("scheduler.max_num_seqs", s.max_num_seqs)
+            _check_state_size(c, "scheduler.max_num_seqs", s.max_num_seqs)
+            _at_least_zero("scheduler.long_prefill_token_threshold", s.long_prefill_token_threshold)
+            _positive("scheduler.max_model_len", s.max_model_len, allow_none=True)
+            _at_least_zero("scheduler.max_num_partial_prefills", s.max_num_partial_prefills)
+        case LightLLMScheduler():
+            if c.pp != 1:
+                raise ConfigError("cluster.pp: the lightllm scheduler supports pp = 1 only")
+            if s.block_size != 1:
+                raise ConfigError(
+                    "scheduler.block_size: lightllm accounts KV per token; must be 1 "
+                    f"(got {s.block_size})"
+                )
+            _positive("scheduler.batch_size_cap", s.batch_size_cap)
+            _positive("scheduler.max_tokens", s.max_tokens)
+            _positive("scheduler.max_tokens_in_batch", s.max_tokens_in_batch)
+            _positive("scheduler.max_waiting_iters", s.max_waiting_iters)
+        case (
+            SarathiScheduler() | VllmV0Scheduler() | OrcaScheduler() | FasterTransformerScheduler()
+        ):
+            _positive("scheduler.batch_size_cap", s.batch_size_cap)
+            _check_state_size(c, "scheduler.batch_size_cap", s.batch_size_cap)
+            _positive("scheduler.max_tokens", s.max_tokens)
+            if s.batch_size_cap < c.pp:
+                raise ConfigError(
+                    f"scheduler.batch_size_cap: must be >= pp ({c.pp}) (got {s.batch_size_cap})"
+                )
+            if c.memory_model != "vidur":
+                raise ConfigError(
+                    f"cluster.memory_model: {c.memory_model!r} needs scheduler vllm_v1 "
+                    "(the request-slot planner is Vidur's)"
+                )
+            if isinstance(s, SarathiScheduler | VllmV0Scheduler):
+                _fraction("scheduler.watermark_blocks_fraction", s.watermark_blocks_fraction)
+            if isinstance(s, SarathiScheduler):
+                _positive("scheduler.chunk_size", s.chunk_size)
+            if isinstance(s, VllmV0Scheduler):
+                _positive("scheduler.max_tokens_in_batch", s.max_tokens_in_batch)
+        case _:
+            raise ConfigError(f"scheduler: unknown scheduler {s!r}")
+
+
+# ---- router ----
+
+
+def validate_router(cfg: SimConfig) -> None:
+    """Router fields, and what the router needs from the scheduler."""
+    if isinstance(cfg.router, PrefixAwareRouter):
+        s = cfg.scheduler
+        if not (isinstance(s, VllmV1Scheduler) and s.enable_prefix_caching):
+            raise ConfigError(
+                "router: prefix_aware needs the vllm_v1 scheduler with enable_prefix_caching=True"
+            )
+        _at_least_zero("router.max_imbalance_tokens", cfg.router.max_imbalance_tokens)
+
+
+# ---- outputs ----
+
+
+def validate_output(out: OutputConfig) -> None:
+    """Field rules of the output options (whether the directory can be written is the
+    writer's check, made before the run)."""
+    if out.trace_every < 1:
+        raise ConfigError(f"output.trace_every: must be >= 1 (got {out.trace_every})")
+    if not out.trace_start_s >= 0:
+        raise ConfigError(f"output.trace_start_s: must be >= 0 (got {out.trace_start_s})")
+    if not (out.trace_end_s == 0 or out.trace_end_s > out.trace_start_s):
+        raise ConfigError(
+            f"output.trace_end_s: must be 0 (no end) or > trace_start_s (got {out.trace_end_s})"
+        )
+
+
+# ---- predictor ----
+
+
+_CHOICES = {
+    "source": ("aiconfigurator", "vidur", "roofline"),
+    "backend": ("vllm", "trtllm", "sglang"),
+    "precision": ("bf16", "fp8", "fp8_block"),
+    "kv_cache_dtype": ("bf16", "fp16", "fp8"),
+    "regressor": ("random_forest", "polynomial"),
+    "kv_rule": ("per_request", "sum"),
+    "cache_mode": ("use", "ignore", "require", "refresh"),
+}
+
+# field -> smallest allowed value
+_INT_MIN = {
+    "n_estimators": 1,
+    "min_samples_split": 2,
+    "random_state": 0,
+    "polynomial_degree": 1,
+    "max_tokens": 8,
+    "max_batch_size": 1,
+    "max_prefill_chunk": 1,
+    "kv_granularity": 1,
+    "chunk_granularity": 1,
+}
+
+_NONNEG_FLOATS = (
+    "decode_batching_overhead",
+    "prefill_batching_overhead",
+    "nccl_launch_overhead_ms",
+    "cpu_overhead_ms",
+    "cpu_overhead_per_seq_ms",
+)
+
+
+def _fail_predictor(field: str, why: str, value: object) -> None:
+    raise ConfigError(f"predictor.{field}: {why} (got {value!r})")
+
+
+def validate_predictor(cfg: PredictorConfig) -> None:
+    """Raise ConfigError naming the first bad field of the predictor config."""
+    for name, allowed in _CHOICES.items():
+        value = getattr(cfg, name)
+        if value not in allowed:
+            _fail_predictor(name, f"must be one of {', '.join(allowed)}", value)
+    for name, low in _INT_MIN.items():
+        value = getattr(cfg, name)
+        if isinstance(value, bool) or not isinstance(value, int):
+            _fail_predictor(name, "must be an integer", value)
+        if value < low:
+            _fail_predictor(name, f"must be >= {low}", value)
+    if not isinstance(cfg.work_normalized, bool):
+        _fail_predictor("work_normalized", "must be True or False", cfg.work_normalized)
+    if cfg.max_depth is not None and (not isinstance(cfg.max_depth, int) or cfg.max_depth < 1):
+        _fail_predictor("max_depth", "must be None or an integer >= 1", cfg.max_depth)
+    if cfg.polynomial_degree > 6:
+        _fail_predictor("polynomial_degree", "must be <= 6", cfg.polynomial_degree)
+    for name in _NONNEG_FLOATS:
+        value = getattr(cfg, name)
+        if not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+            _fail_predictor(name, "must be a finite number >= 0", value)
+    if cfg.kv_granularity > cfg.max_tokens:
+        _fail_predictor(
+            "kv_granularity", f"must be <= max_tokens ({cfg.max_tokens})", cfg.kv_granularity
+        )
+    if cfg.chunk_granularity > cfg.max_prefill_chunk:
+        _fail_predictor(
+            "chunk_granularity",
+            f"must be <= max_prefill_chunk ({cfg.max_prefill_chunk})",
+            cfg.chunk_granularity,
+        )
+    if (cfg.max_batch_size + 1) * cfg.n_kv > MAX_GRID_CELLS:
+        _fail_predictor(
+            "max_batch_size",
+            f"decode grid of {cfg.max_batch_size + 1} x {cfg.n_kv} cells exceeds {MAX_GRID_CELLS}",
+            cfg.max_batch_size,
+        )
+    if cfg.n_kv * cfg.n_chunk > MAX_GRID_CELLS:
+        _fail_predictor(
+            "chunk_granularity",
+            f"prefill grid of {cfg.n_kv} x {cfg.n_chunk} cells exceeds {MAX_GRID_CELLS}; "
+            "raise the granularities or lower max_tokens/max_prefill_chunk",
+            cfg.chunk_granularity,
+        )
+    if cfg.profile_dir is not None and not cfg.profile_dir:
+        _fail_predictor("profile_dir", "must be a directory path or None", cfg.profile_dir)
