@@ -170,6 +170,29 @@ def _scalar(tp: Any, data: Any, path: str) -> Any:
     return data
 
 
+# ---- command-line text -> plain data ----
+
+
+def parse_text(tp: Any, text: str, path: str) -> Any:
+    """A command-line string as the plain value of a field annotated tp (None/none for an
+    optional field, true/false for a bool); convert_value then checks it like any other."""
+    inner, optional = _strip_optional(tp)
+    if optional and text in ("None", "none"):
+        return None
+    try:
+        if inner is bool:
+            if text.lower() not in ("true", "false", "1", "0"):
+                raise ValueError
+            return text.lower() in ("true", "1")
+        if inner is int:
+            return int(text)
+        if inner is float:
+            return float(text)
+    except ValueError:
+        raise ConfigError(f"{path}: cannot read {text!r} as {inner.__name__}") from None
+    return text
+
+
 # ---- paths ----
 
 

@@ -1,23 +1,25 @@
 """Vidur's own flat command-line flags (main branch) -> a SimConfig.
 
-Vidur's flags map onto a SimConfig; predictor flags select the `vidur` timing source with the
-same random-forest settings. Flags that only drive Vidur's own output plumbing (wandb, plots,
-chrome trace, caches) are accepted and ignored with a notice on stderr.
+Each flag names a config field (the tables below); its text is read by the field's type and
+the whole config is built by the one converter (config.convert), so types and field rules are
+the config's own. A flag left out means Vidur's default: where that differs from vidur-fast's,
+VIDUR_DEFAULTS states Vidur's value; everywhere else the config's default applies as it is.
+Flags that only drive Vidur's own output plumbing (wandb, plots, chrome trace, caches) are
+accepted and ignored with one notice on stderr.
 """
 
+import copy
 import sys
 from pathlib import Path
+from typing import Any
 
+from vidur_fast.config.convert import build_dataclass, field_types, parse_text
 from vidur_fast.config.predictor import PredictorConfig
 from vidur_fast.config.sim import (
     ClusterConfig,
     FasterTransformerScheduler,
-    LeastWaitingRouter,
     LightLLMScheduler,
     OrcaScheduler,
-    OutputConfig,
-    RandomRouter,
-    RoundRobinRouter,
     SarathiScheduler,
     SimConfig,
     VllmV0Scheduler,
@@ -35,22 +37,126 @@ from vidur_fast.config.workload import (
 )
 from vidur_fast.errors import ConfigError
 
-IGNORED_PREFIXES = ("--metrics_config_", "--log_level", "--write_")
-SCHED_PREFIX = {
-    "sarathi": "--sarathi_scheduler_config_",
-    "vllm": "--vllm_scheduler_config_",
-    "orca": "--orca_scheduler_config_",
-    "faster_transformer": "--faster_transformer_scheduler_config_",
-    "lightllm": "--lightllm_scheduler_config_",
+# Vidur main's defaults where they differ from vidur-fast's (its config dataclasses).
+VIDUR_DEFAULTS: dict[str, Any] = {
+    "seed": 42,
+    "cluster": {"model": "meta-llama/Llama-2-7b-hf", "device": "a100"},
+    "predictor": {
+        "source": "vidur",
+        "profile_dir": "data/profiling",
+        "n_estimators": 250,
+        "max_depth": 32,
+        "max_tokens": 4096,
+        "max_batch_size": 128,
+        "max_prefill_chunk": 4096,
+        # Vidur keys prefill chunks exactly
+        "chunk_granularity": 1,
+        "decode_batching_overhead": 0.1,
+        "prefill_batching_overhead": 0.1,
+        "nccl_launch_overhead_ms": 0.02,
+        "kv_rule": "per_request",
+        # Vidur fits its forests on raw operator time
+        "work_normalized": False,
+    },
 }
-PRED_PREFIXES = (
-    "--random_forrest_execution_time_predictor_config_",
-    "--linear_regression_execution_time_predictor_config_",
+# the request generator's token cap, which Vidur also hands to the replica scheduler
+VIDUR_MAX_TOKENS = 4096
+SYNTHETIC_DEFAULTS = {"num_requests": 128, "max_tokens": VIDUR_MAX_TOKENS}
+TRACE_DEFAULTS = {
+    "path": "data/processed_traces/splitwise_conv.csv",
+    "format": "vidur",
+    "max_tokens": VIDUR_MAX_TOKENS,
+    # Vidur's trace replay takes the excess over max_tokens from the prompt
+    "clip": "prompt",
+}
+TRACE_LENGTHS_DEFAULTS = {"path": "data/processed_traces/sharegpt.csv"}
+# Vidur's Poisson generator truncates arrival times; its rates default lower
+INTERVAL_DEFAULTS = {"poisson": {"qps": 0.5, "truncate": True}, "gamma": {"qps": 0.2}}
+
+CLUSTER_FLAGS = {
+    "--replica_config_model_name": "model",
+    "--replica_config_device": "device",
+    "--replica_config_network_device": "node",
+    "--replica_config_tensor_parallel_size": "tp",
+    "--replica_config_num_pipeline_stages": "pp",
+    "--cluster_config_num_replicas": "num_replicas",
+    "--replica_config_memory_margin_fraction": "memory_margin_fraction",
+}
+RUN_FLAGS = {"--seed": "seed", "--time_limit": "time_limit_s"}
+# Vidur scheduler type -> (config member name, class); its flags are --{type}_scheduler_config_
+# followed by the field's own name
+SCHEDULERS = {
+    "sarathi": SarathiScheduler,
+    "vllm": VllmV0Scheduler,
+    "orca": OrcaScheduler,
+    "faster_transformer": FasterTransformerScheduler,
+    "lightllm": LightLLMScheduler,
+}
+# Vidur's scheduler flags that name no field of that scheduler here (Vidur reads none of them)
+SCHEDULER_FLAGS_UNUSED = ("watermark_blocks_fraction",)
+# Vidur main's lor counts only the waiting queue
+ROUTERS = {"round_robin": "round_robin", "random": "random", "lor": "least_waiting"}
+TRACE_FLAGS = {
+    "trace_file": "path",
+    "prefill_scale_factor": "prefill_scale",
+    "decode_scale_factor": "decode_scale",
+    "time_scale_factor": "time_scale",
+    "max_tokens": "max_tokens",
+}
+SYNTHETIC_FLAGS = {"num_requests": "num_requests", "duration": "duration_s"}
+LENGTHS = {
+    "fixed": (FixedLengths, {}),
+    "uniform": (UniformLengths, {}),
+    "zipf": (ZipfLengths, {}),
+    "trace": (
+        TraceLengths,
+        {
+            "trace_file": "path",
+            "prefill_scale_factor": "prefill_scale",
+            "decode_scale_factor": "decode_scale",
+        },
+    ),
+}
+INTERVALS = {"poisson": PoissonIntervals, "gamma": GammaIntervals, "static": StaticIntervals}
+PREDICTORS = {
+    "random_forrest": ("--random_forrest_execution_time_predictor_config_", "random_forest"),
+    "linear_regression": ("--linear_regression_execution_time_predictor_config_", "polynomial"),
+}
+PREDICTOR_FLAGS = {
+    "prediction_max_tokens_per_request": "max_tokens",
+    "prediction_max_batch_size": "max_batch_size",
+    "prediction_max_prefill_chunk_size": "max_prefill_chunk",
+    "kv_cache_prediction_granularity": "kv_granularity",
+    "attention_decode_batching_overhead_fraction": "decode_batching_overhead",
+    "attention_prefill_batching_overhead_fraction": "prefill_batching_overhead",
+    "nccl_cpu_launch_overhead_ms": "nccl_launch_overhead_ms",
+}
+# flags whose value is a list in Vidur (a hyper-parameter grid); the first value is used
+PREDICTOR_GRID_FLAGS = {
+    "num_estimators": "n_estimators",
+    "max_depth": "max_depth",
+    "min_samples_split": "min_samples_split",
+    "polynomial_degree": "polynomial_degree",
+}
+# predictor inputs and settings with no counterpart here (profiles come from one directory)
+PREDICTOR_FLAGS_UNUSED = (
+    "attention_input_file",
+    "all_reduce_input_file",
+    "send_recv_input_file",
+    "cpu_overhead_input_file",
+    "k_fold_cv_splits",
+    "no_cache",
+    "num_training_job_threads",
+    "skip_cpu_overhead_modeling",
+    "polynomial_include_bias",
+    "polynomial_interaction_only",
+    "fit_intercept",
 )
+IGNORED_PREFIXES = ("--metrics_config_", "--no-metrics_config_", "--log_level", "--write_")
 
 
 def _parse_flat(argv: list[str]) -> dict[str, list[str]]:
-    """--flag v1 [v2 ...] / --flag / --no-flag into {flag: [values]}."""
+    """--flag v1 [v2 ...] / --flag / --flag=v into {flag: [values]}."""
     out: dict[str, list[str]] = {}
     key = None
     for tok in argv:
@@ -70,27 +176,23 @@ def _parse_flat(argv: list[str]) -> dict[str, list[str]]:
 
 
 class _Flags:
+    """The parsed flags; each lookup marks its flag as used, so that leftovers are known."""
+
     def __init__(self, flags: dict[str, list[str]]):
         self.flags = flags
         self.used: set[str] = set()
 
-    def get(self, name: str, cast=str, default=None):
+    def text(self, name: str, default: str | None = None) -> str | None:
         if name not in self.flags:
             return default
         self.used.add(name)
-        vals = self.flags[name]
-        if not vals:
+        values = self.flags[name]
+        if not values:
             raise ConfigError(f"vidur-compat: {name} needs a value")
-        try:
-            if cast is list:
-                return vals
-            if vals[0] in ("None", "none"):
-                return None
-            return cast(vals[0])
-        except ValueError:
-            raise ConfigError(f"vidur-compat: {name}: cannot read {vals[0]!r}") from None
+        return values[0]
 
-    def flag(self, name: str, default: bool) -> bool:
+    def switch(self, name: str) -> bool | None:
+        """--name -> True, --no-name -> False, absent -> None."""
         if name in self.flags:
             self.used.add(name)
             return True
@@ -98,13 +200,33 @@ class _Flags:
         if neg in self.flags:
             self.used.add(neg)
             return False
-        return default
-
-
-def _profile_dir(compute_file: str | None) -> str | None:
-    """Vidur's compute_input_file template -> the profiling root it sits under."""
-    if compute_file is None:
         return None
+
+    def accept(self, name: str) -> None:
+        """A flag Vidur has and the config does not need: read and dropped."""
+        for key in (name, "--no-" + name[2:]):
+            if key in self.flags:
+                self.used.add(key)
+
+    def put(self, data: dict, cls: type, field: str, flag: str) -> None:
+        """data[field] from flag, read as cls's field type (booleans as switches)."""
+        tp = field_types(cls)[field]
+        if tp is bool:
+            value = self.switch(flag)
+            if value is not None:
+                data[field] = value
+            return
+        text = self.text(flag)
+        if text is not None:
+            data[field] = parse_text(tp, text, flag)
+
+    def put_all(self, data: dict, cls: type, prefix: str, names: dict[str, str]) -> None:
+        for suffix, field in names.items():
+            self.put(data, cls, field, prefix + suffix)
+
+
+def _profile_dir(compute_file: str) -> str:
+    """Vidur's compute_input_file template -> the profiling root it sits under."""
     parts = Path(compute_file).parts
     if "compute" not in parts:
         raise ConfigError(
@@ -114,220 +236,105 @@ def _profile_dir(compute_file: str | None) -> str | None:
     return str(Path(*parts[: parts.index("compute")]))
 
 
-def _first_int(f: _Flags, name: str, default: int) -> int:
-    vals = f.get(name, list, None)
-    return int(vals[0]) if vals else default
+def _choice(f: _Flags, flag: str, default: str, allowed) -> str:
+    value = f.text(flag, default)
+    if value not in allowed:
+        raise ConfigError(f"vidur-compat: {flag} {value!r}; allowed: {', '.join(allowed)}")
+    return value
 
 
 def config_from_vidur_args(argv: list[str]) -> SimConfig:
+    """A SimConfig from Vidur main's flags; raises ConfigError naming the first bad flag."""
     f = _Flags(_parse_flat(argv))
-    device = f.get("--replica_config_device", str, "a100")
-    cluster = ClusterConfig(
-        model=f.get("--replica_config_model_name", str, "meta-llama/Llama-2-7b-hf"),
-        device=device,
-        node=f.get("--replica_config_network_device", str, f"{device}_pairwise_nvlink"),
-        tp=f.get("--replica_config_tensor_parallel_size", int, 1),
-        pp=f.get("--replica_config_num_pipeline_stages", int, 1),
-        num_replicas=f.get("--cluster_config_num_replicas", int, 1),
-        memory_margin_fraction=f.get("--replica_config_memory_margin_fraction", float, 0.1),
-    )
-    # ---- workload ----
-    gen = f.get("--request_generator_config_type", str, "synthetic")
-    if gen == "trace_replay":
-        p = "--trace_request_generator_config_"
-        max_tokens = f.get(p + "max_tokens", int, 4096)
-        workload = TraceWorkload(
-            path=f.get(p + "trace_file", str, "data/processed_traces/splitwise_conv.csv"),
-            format="vidur",
-            prefill_scale=f.get(p + "prefill_scale_factor", float, 1.0),
-            decode_scale=f.get(p + "decode_scale_factor", float, 1.0),
-            time_scale=f.get(p + "time_scale_factor", float, 1.0),
-            max_tokens=max_tokens,
-            clip="prompt",
-        )
-        f.get(p + "seed", int, 42)
-    elif gen == "synthetic":
-        workload, max_tokens = _synthetic(f)
-    else:
-        raise ConfigError(
-            f"vidur-compat: --request_generator_config_type {gen!r}; allowed: synthetic, "
-            "trace_replay"
-        )
-    # ---- scheduler ----
-    stype = f.get("--replica_scheduler_config_type", str, "sarathi")
-    if stype not in SCHED_PREFIX:
-        raise ConfigError(
-            f"vidur-compat: --replica_scheduler_config_type {stype!r}; supported: "
-            + ", ".join(SCHED_PREFIX)
-        )
-    sp = SCHED_PREFIX[stype]
-    common = dict(
-        batch_size_cap=f.get(sp + "batch_size_cap", int, 128),
-        block_size=f.get(sp + "block_size", int, 16),
-        num_blocks=f.get(sp + "num_blocks", int, None),
-        max_tokens=max_tokens,
-    )
-    wm = f.get(sp + "watermark_blocks_fraction", float, 0.01)
-    if stype == "sarathi":
-        sched = SarathiScheduler(
-            chunk_size=f.get(sp + "chunk_size", int, 512), watermark_blocks_fraction=wm, **common
-        )
-    elif stype == "vllm":
-        sched = VllmV0Scheduler(
-            max_tokens_in_batch=f.get(sp + "max_tokens_in_batch", int, 4096),
-            watermark_blocks_fraction=wm,
-            **common,
-        )
-    elif stype == "lightllm":
-        sched = _lightllm(f, sp, common)
-    elif stype == "orca":
-        sched = OrcaScheduler(**common)
-    else:
-        sched = FasterTransformerScheduler(**common)
-    # ---- router ----
-    rtype = f.get("--global_scheduler_config_type", str, "round_robin")
-    routers = {
-        "round_robin": RoundRobinRouter(),
-        "random": RandomRouter(),
-        # Vidur main's lor counts only the waiting queue
-        "lor": LeastWaitingRouter(),
-    }
-    if rtype not in routers:
-        raise ConfigError(
-            f"vidur-compat: --global_scheduler_config_type {rtype!r}; allowed: "
-            + ", ".join(routers)
-        )
-    # ---- predictor ----
-    ptype = f.get("--execution_time_predictor_config_type", str, "random_forrest")
-    pp = PRED_PREFIXES[0] if ptype == "random_forrest" else PRED_PREFIXES[1]
-    if ptype not in ("random_forrest", "linear_regression"):
-        raise ConfigError(
-            f"vidur-compat: --execution_time_predictor_config_type {ptype!r}; allowed: "
-            "random_forrest, linear_regression"
-        )
-    for other in PRED_PREFIXES:
-        for name in (
-            "attention_input_file",
-            "all_reduce_input_file",
-            "send_recv_input_file",
-            "cpu_overhead_input_file",
-            "k_fold_cv_splits",
-            "no_cache",
-            "num_training_job_threads",
-            "skip_cpu_overhead_modeling",
-        ):
-            f.flags.pop(other + name, None)
-            f.flags.pop("--no-" + other[2:] + name, None)
-    predictor = PredictorConfig(
-        source="vidur",
-        profile_dir=_profile_dir(f.get(pp + "compute_input_file", str, None)) or "data/profiling",
-        regressor="random_forest" if ptype == "random_forrest" else "polynomial",
-        n_estimators=_first_int(f, pp + "num_estimators", 250),
-        max_depth=_first_int(f, pp + "max_depth", 32),
-        min_samples_split=_first_int(f, pp + "min_samples_split", 2),
-        polynomial_degree=_first_int(f, pp + "polynomial_degree", 3),
-        max_tokens=f.get(pp + "prediction_max_tokens_per_request", int, 4096),
-        max_batch_size=f.get(pp + "prediction_max_batch_size", int, 128),
-        max_prefill_chunk=f.get(pp + "prediction_max_prefill_chunk_size", int, 4096),
-        kv_granularity=f.get(pp + "kv_cache_prediction_granularity", int, 64),
-        chunk_granularity=1,
-        decode_batching_overhead=f.get(
-            pp + "attention_decode_batching_overhead_fraction", float, 0.1
-        ),
-        prefill_batching_overhead=f.get(
-            pp + "attention_prefill_batching_overhead_fraction", float, 0.1
-        ),
-        nccl_launch_overhead_ms=f.get(pp + "nccl_cpu_launch_overhead_ms", float, 0.02),
-        kv_rule="per_request",
-        # Vidur fits its forests on raw operator time
-        work_normalized=False,
-    )
-    for name in ("polynomial_include_bias", "polynomial_interaction_only", "fit_intercept"):
-        f.get(pp + name, list, None)
-    seed = f.get("--seed", int, 42)
-    time_limit = f.get("--time_limit", float, 0.0)
+    data = copy.deepcopy(VIDUR_DEFAULTS)
+    f.put_all(data, SimConfig, "", RUN_FLAGS)
+    cluster = data["cluster"]
+    f.put_all(cluster, ClusterConfig, "", CLUSTER_FLAGS)
+    cluster.setdefault("node", f"{cluster['device']}_pairwise_nvlink")
+    data["workload"], max_tokens = _workload(f)
+    data["scheduler"] = _scheduler(f, max_tokens)
+    data["router"] = ROUTERS[
+        _choice(f, "--global_scheduler_config_type", "round_robin", list(ROUTERS))
+    ]
+    _predictor(f, data["predictor"])
     ignored = [k for k in f.flags if k not in f.used and k.startswith(IGNORED_PREFIXES)]
     unknown = [k for k in f.flags if k not in f.used and k not in ignored]
     if unknown:
         raise ConfigError(f"vidur-compat: unknown or unsupported flag {unknown[0]}")
     if ignored:
         print("notice: ignoring Vidur output flags: " + " ".join(sorted(ignored)), file=sys.stderr)
-    return SimConfig(
-        cluster=cluster,
-        workload=workload,
-        scheduler=sched,
-        router=routers[rtype],
-        predictor=predictor,
-        output=OutputConfig(),
-        seed=seed,
-        time_limit_s=time_limit,
-    )
+    return build_dataclass(SimConfig, data, "")
 
 
-def _lightllm(f: _Flags, sp: str, common: dict) -> LightLLMScheduler:
-    """Vidur's lightllm flags. Vidur asserts block size 1 while defaulting to 16, so an absent
-    block-size flag means 1 here; the watermark flag is accepted and unused, as in Vidur."""
-    return LightLLMScheduler(
-        max_tokens_in_batch=f.get(sp + "max_tokens_in_batch", int, 4096),
-        max_waiting_iters=f.get(sp + "max_waiting_iters", int, 10),
-        **{**common, "block_size": f.get(sp + "block_size", int, 1)},
-    )
-
-
-def _synthetic(f: _Flags):
-    seed = f.get("--synthetic_request_generator_config_seed", int, 42)
-    del seed  # the top-level --seed drives all randomness here
-    n = f.get("--synthetic_request_generator_config_num_requests", int, 128)
-    duration = f.get("--synthetic_request_generator_config_duration", float, None)
-    ltype = f.get("--length_generator_config_type", str, "fixed")
-    lp = f"--{ltype}_request_length_generator_config_"
-    max_tokens = f.get(lp + "max_tokens", int, 4096)
-    f.get(lp + "seed", int, 42)
-    if ltype == "fixed":
-        lengths = FixedLengths(
-            f.get(lp + "prefill_tokens", int, 2048), f.get(lp + "decode_tokens", int, 512)
-        )
-    elif ltype == "uniform":
-        lengths = UniformLengths(
-            f.get(lp + "min_tokens", int, 1024),
-            max_tokens,
-            f.get(lp + "prefill_to_decode_ratio", float, 20.0),
-        )
-    elif ltype == "zipf":
-        lengths = ZipfLengths(
-            f.get(lp + "theta", float, 0.6),
-            f.flag(lp + "scramble", False),
-            f.get(lp + "min_tokens", int, 1024),
-            max_tokens,
-            f.get(lp + "prefill_to_decode_ratio", float, 20.0),
-        )
-    elif ltype == "trace":
-        lengths = TraceLengths(
-            f.get(lp + "trace_file", str, "data/processed_traces/sharegpt.csv"),
-            f.get(lp + "prefill_scale_factor", float, 1.0),
-            f.get(lp + "decode_scale_factor", float, 1.0),
-        )
-    else:
-        raise ConfigError(f"vidur-compat: --length_generator_config_type {ltype!r}")
-    itype = f.get("--interval_generator_config_type", str, "poisson")
-    ip = f"--{itype}_request_interval_generator_config_"
-    f.get(ip + "seed", int, 42)
-    if itype == "poisson":
-        intervals = PoissonIntervals(f.get(ip + "qps", float, 0.5), truncate=True)
-    elif itype == "gamma":
-        intervals = GammaIntervals(f.get(ip + "qps", float, 0.2), f.get(ip + "cv", float, 0.5))
-    elif itype == "static":
-        intervals = StaticIntervals()
-    else:
+def _scheduler(f: _Flags, max_tokens: int) -> dict:
+    stype = f.text("--replica_scheduler_config_type", "sarathi")
+    if stype not in SCHEDULERS:
         raise ConfigError(
-            f"vidur-compat: --interval_generator_config_type {itype!r}; allowed: poisson, "
-            "gamma, static"
+            f"vidur-compat: --replica_scheduler_config_type {stype!r}; supported: "
+            + ", ".join(SCHEDULERS)
         )
-    wl = SyntheticWorkload(
-        num_requests=None if duration else n,
-        duration_s=duration,
-        lengths=lengths,
-        intervals=intervals,
-        max_tokens=max_tokens,
-    )
-    return wl, max_tokens
+    cls = SCHEDULERS[stype]
+    prefix = f"--{stype}_scheduler_config_"
+    out: dict[str, Any] = {"type": stype, "max_tokens": max_tokens}
+    for flag in [k for k in f.flags if k.startswith(prefix)]:
+        field = flag[len(prefix) :]
+        if field in field_types(cls) and field != "max_tokens":
+            f.put(out, cls, field, flag)
+        elif field in SCHEDULER_FLAGS_UNUSED:
+            f.accept(flag)
+    return out
+
+
+def _workload(f: _Flags) -> tuple[dict, int]:
+    """The workload as plain data and the token cap Vidur passes on to the scheduler."""
+    gen = _choice(f, "--request_generator_config_type", "synthetic", ("synthetic", "trace_replay"))
+    if gen == "trace_replay":
+        prefix = "--trace_request_generator_config_"
+        out = {"type": "trace", **TRACE_DEFAULTS}
+        f.put_all(out, TraceWorkload, prefix, TRACE_FLAGS)
+        f.accept(prefix + "seed")
+        return out, out["max_tokens"]
+    prefix = "--synthetic_request_generator_config_"
+    out = {"type": "synthetic", **SYNTHETIC_DEFAULTS}
+    f.put_all(out, SyntheticWorkload, prefix, SYNTHETIC_FLAGS)
+    f.accept(prefix + "seed")  # the top-level --seed drives all randomness here
+    if out.get("duration_s") is not None:
+        out["num_requests"] = None
+    ltype = _choice(f, "--length_generator_config_type", "fixed", list(LENGTHS))
+    lcls, renamed = LENGTHS[ltype]
+    lprefix = f"--{ltype}_request_length_generator_config_"
+    lengths: dict[str, Any] = {"type": ltype}
+    if ltype == "trace":
+        lengths.update(TRACE_LENGTHS_DEFAULTS)
+    f.put(out, SyntheticWorkload, "max_tokens", lprefix + "max_tokens")
+    names = renamed or {name: name for name in field_types(lcls) if name != "max_tokens"}
+    f.put_all(lengths, lcls, lprefix, names)
+    if "max_tokens" in field_types(lcls):
+        lengths["max_tokens"] = out["max_tokens"]
+    f.accept(lprefix + "seed")
+    out["lengths"] = lengths
+    itype = _choice(f, "--interval_generator_config_type", "poisson", list(INTERVALS))
+    icls = INTERVALS[itype]
+    iprefix = f"--{itype}_request_interval_generator_config_"
+    intervals: dict[str, Any] = {"type": itype, **INTERVAL_DEFAULTS.get(itype, {})}
+    f.put_all(intervals, icls, iprefix, {n: n for n in ("qps", "cv") if n in field_types(icls)})
+    f.accept(iprefix + "seed")
+    out["intervals"] = intervals
+    return out, out["max_tokens"]
+
+
+def _predictor(f: _Flags, out: dict) -> None:
+    ptype = _choice(f, "--execution_time_predictor_config_type", "random_forrest", PREDICTORS)
+    prefix, regressor = PREDICTORS[ptype]
+    out["regressor"] = regressor
+    compute_file = f.text(prefix + "compute_input_file")
+    if compute_file is not None:
+        out["profile_dir"] = _profile_dir(compute_file)
+    f.put_all(out, PredictorConfig, prefix, PREDICTOR_FLAGS)
+    for suffix, field in PREDICTOR_GRID_FLAGS.items():
+        if f.flags.get(prefix + suffix):
+            f.flags[prefix + suffix] = f.flags[prefix + suffix][:1]
+        f.put(out, PredictorConfig, field, prefix + suffix)
+    for other, _ in PREDICTORS.values():
+        for suffix in PREDICTOR_FLAGS_UNUSED:
+            f.accept(other + suffix)
