@@ -7,7 +7,8 @@ import pytest
 
 from vidur_fast.catalog import get_device, get_model
 from vidur_fast.commands.main import main
-from vidur_fast.config.presets import PRESETS, get_preset, split_preset_arg
+from vidur_fast.commands.simulate import take_option
+from vidur_fast.config.presets import PRESETS, get_preset
 from vidur_fast.params.setup import build_setup
 from vidur_fast.workload.build import build_workload
 
@@ -27,9 +28,9 @@ def test_preset_is_valid(name):
 
 
 def test_split_preset_arg():
-    assert split_preset_arg(["--preset", "a", "--seed", "1"]) == ("a", ["--seed", "1"])
-    assert split_preset_arg(["--preset=b"]) == ("b", [])
-    assert split_preset_arg(["--seed", "1"]) == (None, ["--seed", "1"])
+    assert take_option(["--preset", "a", "--seed", "1"], "--preset", "") == ("a", ["--seed", "1"])
+    assert take_option(["--preset=b"], "--preset", "") == ("b", [])
+    assert take_option(["--seed", "1"], "--preset", "") == (None, ["--seed", "1"])
 
 
 def test_preset_list_and_unknown(capsys):

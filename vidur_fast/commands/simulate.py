@@ -1,4 +1,5 @@
-"""`vidur-fast simulate`: one deployment from the command line (or a preset) to a run directory."""
+"""`vidur-fast simulate`: one deployment from the command line (starting from a preset or a
+config file) to a run directory."""
 
 import datetime
 from dataclasses import replace
@@ -8,25 +9,60 @@ import tyro
 from vidur_fast.api import simulate
 from vidur_fast.commands.errors import parse_args_or_raise
 from vidur_fast.commands.main import freeze_heap
-from vidur_fast.config.presets import format_presets, get_preset, split_preset_arg
+from vidur_fast.config.files import load_config
+from vidur_fast.config.presets import format_presets, get_preset
 from vidur_fast.config.sim import SimConfig
+from vidur_fast.errors import ConfigError
 from vidur_fast.outputs.console import format_summary
 from vidur_fast.outputs.writer import check_output_dir, write_run
 
 
+def take_option(argv: list[str], name: str, what: str) -> tuple[str | None, list[str]]:
+    """Take `NAME VALUE` / `NAME=VALUE` out of argv (tyro parses the rest)."""
+    rest: list[str] = []
+    value = None
+    k = 0
+    while k < len(argv):
+        a = argv[k]
+        if a == name:
+            if k + 1 >= len(argv):
+                raise ConfigError(f"{name}: needs {what}")
+            value = argv[k + 1]
+            k += 2
+            continue
+        if a.startswith(name + "="):
+            value = a.split("=", 1)[1]
+        else:
+            rest.append(a)
+        k += 1
+    return value, rest
+
+
+def starting_config(argv: list[str]) -> tuple[SimConfig | None, list[str]]:
+    """The config the flags override: a preset, a config file, or None (the defaults)."""
+    preset, argv = take_option(argv, "--preset", "a name (or `list`)")
+    path, argv = take_option(argv, "--config", "a YAML/JSON file or a run directory")
+    if preset is not None and path is not None:
+        raise ConfigError("--config: give either --preset or --config, not both")
+    if preset is not None:
+        return get_preset(preset), argv
+    return (load_config(path) if path is not None else None), argv
+
+
 def cmd_simulate(argv: list[str]) -> int:
-    preset, argv = split_preset_arg(argv)
-    if preset == "list":
+    if take_option(argv, "--preset", "a name (or `list`)")[0] == "list":
         print(format_presets())
         return 0
+    start, argv = starting_config(argv)
     cfg = parse_args_or_raise(
         lambda: tyro.cli(
             SimConfig,
             args=argv,
             prog="vidur-fast simulate",
-            default=get_preset(preset) if preset else None,
+            default=start,
             description="Simulate one deployment. `--preset NAME` starts from a named config "
-            "(`--preset list` shows them); other flags override its fields.",
+            "(`--preset list` shows them), `--config FILE` from a YAML/JSON file of config "
+            "fields or a run directory's config.json; other flags override its fields.",
         ),
         "vidur-fast simulate",
     )

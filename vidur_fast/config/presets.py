@@ -114,24 +114,3 @@ def get_preset(name: str) -> SimConfig:
 def format_presets() -> str:
     width = max(len(n) for n in PRESETS)
     return "\n".join(f"{n:<{width}}  {PRESETS[n][0]}" for n in preset_names())
-
-
-def split_preset_arg(argv: list[str]) -> tuple[str | None, list[str]]:
-    """Take `--preset NAME` / `--preset=NAME` out of argv (tyro parses the rest)."""
-    rest: list[str] = []
-    name = None
-    k = 0
-    while k < len(argv):
-        a = argv[k]
-        if a == "--preset":
-            if k + 1 >= len(argv):
-                raise ConfigError("--preset: needs a name (or `list`)")
-            name = argv[k + 1]
-            k += 2
-            continue
-        if a.startswith("--preset="):
-            name = a.split("=", 1)[1]
-        else:
-            rest.append(a)
-        k += 1
-    return name, rest

@@ -1,14 +1,11 @@
 """The sweep file: a `base` config fragment, a `grid` of field paths -> value lists, and an
 optional `capacity` section. Loading checks everything that does not depend on a point."""
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import yaml
-
 from vidur_fast.config.convert import build_dataclass, check_path
+from vidur_fast.config.files import read_mapping as read_config_mapping
 from vidur_fast.config.sim import SimConfig
 from vidur_fast.errors import ConfigError
 from vidur_fast.explore.errors import SweepFileError
@@ -45,23 +42,11 @@ class SweepSpec:
 
 
 def read_mapping(path: str) -> dict:
-    """Parse a YAML or JSON file whose top level must be a mapping."""
-    p = Path(path)
-    if not p.is_file():
-        raise SweepFileError(f"sweep file: {path} does not exist")
-    text = p.read_text()
+    """Parse the sweep file (YAML or JSON) whose top level must be a mapping."""
     try:
-        data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise SweepFileError(
-            f"sweep file: {path} is not valid {p.suffix[1:] or 'YAML'}: {first}"
-        ) from None
-    if not isinstance(data, dict):
-        raise SweepFileError(
-            f"sweep file: {path} must hold a mapping with keys {', '.join(TOP_KEYS)}"
-        )
-    return data
+        return read_config_mapping(path, "sweep file", "keys " + ", ".join(TOP_KEYS))
+    except ConfigError as exc:
+        raise SweepFileError(str(exc)) from None
 
 
 def _canonical_grid(grid: Any) -> dict[str, tuple[str, list]]:
