@@ -8,20 +8,7 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
 # session fixtures with small simulated runs, shared by the output tests
-pytest_plugins = ["tests.unit.outputs_fixtures"]
-
-
-# CLI flags for a quick run: roofline timing on small grids (a grid-cache miss costs ~1 s)
-FAST_TIMING_ARGS = [
-    "--predictor.source",
-    "roofline",
-    "--predictor.max-tokens",
-    "8192",
-    "--predictor.max-prefill-chunk",
-    "4096",
-    "--predictor.max-batch-size",
-    "64",
-]
+pytest_plugins = ["tests.helpers.outputs_fixtures"]
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FAST_TIMING_ARGS
+from tests.helpers.cli_args import FAST_TIMING_ARGS
 from vidur_fast.commands.main import main
 from vidur_fast.config.predictor import PredictorConfig
 from vidur_fast.timing.build import build_timing

@@ -22,7 +22,7 @@ from vidur_fast.kernels.dtypes import NEVER, ReqStatus, RouterPolicy, SchedPolic
 from vidur_fast.kernels.state import SchedParams
 from vidur_fast.kernels.timing import TimingParams
 
-from tests.scenario.engine_harness import GC, PLAIN_ROUTERS, G, linear_grids
+from tests.helpers.engine_harness import GC, PLAIN_ROUTERS, G, linear_grids
 from vidur_fast.engine.run import run_engine
 from vidur_fast.params.memory import MemoryPlan
 from vidur_fast.params.setup import REJECT_REASONS, EngineSetup, rejection_codes
@@ -201,7 +201,7 @@ def test_rejections_only_for_requests_that_cannot_fit():
 
 
 def test_vllm_v0_rejects_prompts_longer_than_a_prefill_batch():
-    from tests.scenario.engine_harness import params
+    from tests.helpers.engine_harness import params
 
     p = params(SchedPolicy.VLLM, max_tokens_in_batch=100)
     setup = EngineSetup(p, MemoryPlan(0, 0, 0, p.num_blocks, 0, 0), 16, 0)
@@ -212,7 +212,7 @@ def test_vllm_v0_rejects_prompts_longer_than_a_prefill_batch():
 
 
 def _fixed_v1(num_blocks):
-    from tests.scenario.engine_harness import params
+    from tests.helpers.engine_harness import params
 
     p = params(SchedPolicy.VLLM_V1, num_blocks=num_blocks)
     return p, EngineSetup(p, MemoryPlan(0, 0, 0, num_blocks, 0, 0), 16, 0), None
@@ -231,7 +231,7 @@ def test_a_livelocked_engine_raises_instead_of_hanging(monkeypatch):
 def test_restart_grown_into_the_watermark_still_completes(policy):
     # the 282-token request is preempted after its prefill; its
     # recomputed prompt (prompt + generated) then needs more than num_blocks - watermark
-    from tests.scenario.engine_harness import params
+    from tests.helpers.engine_harness import params
 
     p = params(policy, num_blocks=78, block_size=4, batch_cap=1, chunk=1, watermark=7)
     p = p._replace(max_tokens_in_batch=282)

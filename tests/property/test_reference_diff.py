@@ -14,8 +14,8 @@ from vidur_fast.kernels.timing import (
     TimingParams,
 )
 
+from tests.helpers.engine_harness import PLAIN_ROUTERS
 from tests.reference.naive_sim import naive_sim
-from tests.scenario.engine_harness import PLAIN_ROUTERS
 from vidur_fast.engine.run import run_engine
 
 T, B, G, GC = 2048, 64, 64, 32

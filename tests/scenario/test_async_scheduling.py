@@ -7,9 +7,8 @@ from vidur_fast.kernels import prefix_cache as pc
 from vidur_fast.kernels.dtypes import ReqStatus, SchedPolicy
 from vidur_fast.kernels.timing import TimingParams
 
+from tests.helpers.engine_harness import GC, G, linear_grids, params
 from vidur_fast.engine.run import run_engine
-
-from .engine_harness import GC, G, linear_grids, params
 
 HOST_MS = 0.5
 

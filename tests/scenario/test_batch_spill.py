@@ -8,11 +8,10 @@ import numpy as np
 from vidur_fast.kernels.dtypes import SchedPolicy
 from vidur_fast.kernels.timing import TimingParams
 
+from tests.helpers.engine_harness import GC, G, linear_grids, params
 from vidur_fast.engine import batch_store
 from vidur_fast.engine.run import run_engine
 from vidur_fast.outputs import h5
-
-from .engine_harness import GC, G, linear_grids, params
 
 
 def _run(log_capacity, policy=SchedPolicy.VLLM_V1, pp=1):

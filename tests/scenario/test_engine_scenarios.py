@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from vidur_fast.kernels.dtypes import NS_PER_S, ReqStatus, SchedPolicy
 
-from .engine_harness import ALL_POLICIES, params, run
+from tests.helpers.engine_harness import ALL_POLICIES, params, run
 
 
 def _ms(ns):

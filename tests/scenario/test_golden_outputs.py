@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FAST_TIMING_ARGS, REPO
+from tests.conftest import REPO
+from tests.helpers.cli_args import FAST_TIMING_ARGS
 from vidur_fast.commands.main import main
 
 MULTITURN = str(REPO / "traces" / "examples" / "multiturn_shared_prefix.csv")

@@ -7,9 +7,8 @@ from vidur_fast.kernels.dtypes import NEVER, NO_ID, ReqStatus, SchedPolicy
 from vidur_fast.kernels.queues import run_append_nb
 from vidur_fast.kernels.sched_lightllm import schedule_lightllm_nb
 
+from tests.helpers.engine_harness import params, run
 from vidur_fast.engine.state import alloc_reps, alloc_reqs
-
-from .engine_harness import params, run
 
 
 def _ms(ns):

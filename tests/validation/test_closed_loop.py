@@ -5,7 +5,7 @@ import pytest
 from vidur_fast.kernels.dtypes import NS_PER_S, SchedPolicy
 from vidur_fast.kernels.timing import TimingParams
 
-from tests.scenario.engine_harness import linear_grids, params
+from tests.helpers.engine_harness import linear_grids, params
 from vidur_fast.config.workload import ClosedLoopWorkload, FixedLengths, UniformLengths
 from vidur_fast.engine.run import run_engine
 from vidur_fast.errors import ConfigError
@@ -152,7 +152,7 @@ def test_bad_closed_loop_config_names_the_field(field, kwargs):
 
 @pytest.mark.parametrize("cap,first_batch", [(0, 3), (1, 1), (2, 2)])
 def test_max_partial_prefills_caps_prefills_per_step(cap, first_batch):
-    from tests.scenario.engine_harness import run
+    from tests.helpers.engine_harness import run
 
     sp = params(SchedPolicy.VLLM_V1, chunk=4096)._replace(max_partial_prefills=cap)
     out = run([0.0, 0.0, 0.0], [100, 100, 100], [4, 4, 4], sp)

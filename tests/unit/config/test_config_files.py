@@ -3,7 +3,7 @@ converter; rerunning a run's config.json gives the same outputs."""
 
 import pytest
 
-from tests.conftest import FAST_TIMING_ARGS
+from tests.helpers.cli_args import FAST_TIMING_ARGS
 from vidur_fast.commands.main import main
 from vidur_fast.config.convert import config_dict
 from vidur_fast.config.files import load_config

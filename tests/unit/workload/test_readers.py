@@ -7,9 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.conftest import REPO, SHARED
 from vidur_fast.workload import TraceWorkload, build_workload, detect_format, read_trace
 
-TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
+TRACES = SHARED / "traces"
 MOONCAKE_CONV = TRACES / "mooncake" / "conversation_trace.jsonl.gz"
 MOONCAKE_SYNTH = TRACES / "mooncake" / "synthetic_trace.jsonl.gz"
 AZURE_CONV = TRACES / "azure" / "AzureLLMInferenceTrace_conv.csv.gz"
@@ -148,7 +149,7 @@ def test_max_rows_reads_only_the_head(tmp_path):
 
 # ---- project example traces (traces/examples, made by traces/make_examples.py) ----
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "traces"
+EXAMPLES = REPO / "traces"
 
 
 def test_example_traces_are_reproducible(tmp_path, monkeypatch):

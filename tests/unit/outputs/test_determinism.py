@@ -16,7 +16,7 @@ import h5py
 import numpy as np
 import pytest
 
-from tests.conftest import FAST_TIMING_ARGS
+from tests.helpers.cli_args import FAST_TIMING_ARGS
 from vidur_fast.api import simulate
 from vidur_fast.commands.main import main
 from vidur_fast.config.predictor import PredictorConfig

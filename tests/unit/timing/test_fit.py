@@ -3,12 +3,12 @@
 import ast
 import inspect
 from dataclasses import fields, replace
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from tests.conftest import SHARED
 from vidur_fast.catalog import get_device, get_model, get_node
 from vidur_fast.config import predictor as config_mod
 from vidur_fast.config.predictor import PredictorConfig
@@ -18,7 +18,6 @@ from vidur_fast.timing.build import held_out_accuracy
 from vidur_fast.timing.fit import fit_op, mape, model_value, predict
 from vidur_fast.timing.samples import OperatorSamples
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 FAST = PredictorConfig(n_estimators=10)
 
 # ---- config ----

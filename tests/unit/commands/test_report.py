@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.unit.outputs_fixtures import small_config, write_plain
+from tests.helpers.outputs_fixtures import small_config, write_plain
 from vidur_fast.api import simulate
 from vidur_fast.commands.main import main
 from vidur_fast.commands.report import relative_diff

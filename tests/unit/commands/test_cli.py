@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from tests.conftest import FAST_TIMING_ARGS
+from tests.helpers.cli_args import FAST_TIMING_ARGS
 
 FAST = [*FAST_TIMING_ARGS, "--quiet"]
 

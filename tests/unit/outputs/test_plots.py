@@ -3,7 +3,7 @@
 import numpy as np
 import pandas as pd
 
-from tests.unit.outputs_fixtures import write_plain
+from tests.helpers.outputs_fixtures import write_plain
 from vidur_fast.outputs import read_run
 from vidur_fast.outputs.plots import (
     histogram_cdf,

@@ -1,4 +1,4 @@
-"""Small simulated runs shared by the tests/unit/test_outputs_* modules (registered as a pytest
+"""Small simulated runs shared by the output and report tests (registered as a pytest
 plugin in tests/conftest.py, so each session fixture runs once). Imports are lazy: loading this
 plugin must stay cheap for test runs that never use it."""
 

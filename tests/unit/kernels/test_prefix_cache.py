@@ -6,7 +6,7 @@ from vidur_fast.kernels import prefix_cache as pc
 from vidur_fast.kernels.dtypes import NO_HASH, NO_ID, RouterPolicy, SchedPolicy
 from vidur_fast.kernels.timing import TimingParams
 
-from tests.scenario.engine_harness import GC, G, linear_grids, params
+from tests.helpers.engine_harness import GC, G, linear_grids, params
 from vidur_fast.engine.run import run_engine
 from vidur_fast.engine.state import alloc_reps, alloc_reqs
 

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.conftest import SHARED
 from vidur_fast.catalog import get_device, get_model, get_node
 from vidur_fast.errors import ProfileError
 from vidur_fast.timing.samples import TOKEN_OPS, OperatorSamples
@@ -16,7 +17,6 @@ from vidur_fast.timing.sources._aic_data import get_system, newest_table
 from vidur_fast.timing.sources._aic_gemm import gemm_holdout_errors, gemm_table
 from vidur_fast.timing.sources.roofline import Roofline, prefill_ms
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 VIDUR_DIR = SHARED / "profiles" / "vidur_format"
 needs_vidur = pytest.mark.skipif(not VIDUR_DIR.is_dir(), reason="shared Vidur profiles absent")
 

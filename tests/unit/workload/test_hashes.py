@@ -8,11 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.conftest import SHARED
 from vidur_fast.errors import TraceError
 from vidur_fast.workload import TraceWorkload, build_workload
 from vidur_fast.workload.hashes import derive_block_hashes, fit_block_hashes
 
-TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
+TRACES = SHARED / "traces"
 MOONCAKE_CONV = TRACES / "mooncake" / "conversation_trace.jsonl.gz"
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 from numpy.testing import assert_allclose, assert_array_equal
 
-from tests.unit.outputs_fixtures import write_plain
+from tests.helpers.outputs_fixtures import write_plain
 from vidur_fast.outputs import read_run
 from vidur_fast.outputs.plots import _series_panels
 from vidur_fast.outputs.schema import GROUP_COLUMNS

@@ -7,8 +7,8 @@ import sys
 
 import pandas as pd
 import pytest
-from test_sweep_run import small_base, small_sweep
 
+from tests.helpers.sweeps import small_base, small_sweep
 from vidur_fast.explore.run_capacity import run_capacity
 from vidur_fast.explore.run_sweep import run_sweep
 

@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from test_sweep_run import small_base
 
+from tests.helpers.sweeps import small_base
 from vidur_fast.explore.pareto import pareto_mask
 from vidur_fast.explore.run_capacity import run_capacity
 from vidur_fast.explore.search import find_capacity

@@ -1,0 +1,1 @@
+"""Unit tests, one folder per stage of the package."""
