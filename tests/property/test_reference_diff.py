@@ -22,7 +22,7 @@ from vidur_fast.engine.run import run_engine
 
 T, B, G, GC = 2048, 64, 64, 32
 CASES_PER_POLICY = 30
-CASES_PER_V1_CONFIG = 25  # each of prefix caching off/on x async scheduling off/on
+CASES_PER_V1_CONFIG = 40  # each of prefix caching off/on x async scheduling off/on
 ROUTERS = tuple(RouterPolicy)
 PP_CAPABLE = (
     SchedPolicy.SARATHI,
@@ -235,6 +235,7 @@ def random_v1_case(prefix_caching: bool, async_scheduling: bool, seed: int):
         long_prefill_threshold=int(rng.choice([0, 0, 16, 48])),
         reserve_full_seq=int(rng.integers(0, 2)),
         max_partial_prefills=int(rng.choice([0, 0, 1, 2])),
+        max_model_len=int(total.max()) + int(rng.integers(0, 3)) if rng.random() < 0.3 else 0,
         prefix_caching=int(prefix_caching),
         router_imbalance=int(rng.choice([0, 40, 10_000])),
         async_scheduling=int(async_scheduling),
