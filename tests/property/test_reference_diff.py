@@ -161,7 +161,9 @@ def session_trace(rng, block_size: int, whole_ms: bool) -> Case:
     new text, so its block hashes extend the previous turn's; some sessions open with a
     shared system prompt. Between them, standalone requests (some with the system prompt,
     some without any hashes). Hash lists cover the prompt's blocks (the partial last one
-    included), sometimes fewer, so blocks past the list get the engine's private hashes."""
+    included), sometimes fewer, so blocks past the list get the engine's private hashes, and
+    sometimes the full blocks of prompt and output (a trace that knows the outputs: the next
+    turn can hit them)."""
 
     def fresh(k):
         return [int(x) for x in rng.integers(1, 2**62, k)]
@@ -192,13 +194,18 @@ def session_trace(rng, block_size: int, whole_ms: bool) -> Case:
         rows.append((gap() * int(rng.integers(0, 8)), -1, prompt, int(rng.integers(1, 40)), chain))
     rows.sort(key=lambda x: x[0])  # stable: turns of a session keep their order
     hashes = []
-    for _, _, prompt, _, chain in rows:
+    for _, _, prompt, decode, chain in rows:
         if chain is None:
             hashes.append([])
             continue
         full, with_partial = prompt // block_size, -(-prompt // block_size)
         u = rng.random()
-        n = with_partial if u < 0.6 else full if u < 0.8 else int(rng.integers(0, full + 1))
+        if u < 0.3:
+            n = (prompt + decode) // block_size
+        elif u < 0.7:
+            n = with_partial
+        else:
+            n = full if u < 0.85 else int(rng.integers(0, full + 1))
         chain.extend(fresh(max(0, n - len(chain))))  # the session's chain grows with its turns
         hashes.append(chain[:n])
     n = len(rows)
