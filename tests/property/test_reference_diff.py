@@ -140,12 +140,15 @@ def random_case(policy: SchedPolicy, seed: int):
     # sessions for the sticky router; no block hashes (the prefix-aware router sees no cache)
     session = np.where(rng.random(n) < 0.7, rng.integers(0, 4, n), -1)
     case = Case(arrival_s, prompt, decode, session, [[] for _ in range(n)], u_route)
-    return case, sp, grids, tp
+    # host overhead per stage (model time excludes it)
+    tp = tp._replace(cpu_overhead_ms=float(rng.choice([0.0, 0.0, 0.3])))
+    return case.reject_some(rng, 0.05), sp, grids, tp
 
 
 class Case:
     """A trace: per request arrival (s), prompt and decode tokens, session (-1: none), the
-    workload hash of each leading KV block, and a uniform for the random router."""
+    workload hash of each leading KV block, a uniform for the random router, and whether the
+    request is rejected at arrival (never routed)."""
 
     def __init__(self, arrival_s, prompt, decode, session, hashes, u_route):
         self.arrival_s = np.asarray(arrival_s, dtype=np.float64)
@@ -154,6 +157,11 @@ class Case:
         self.session = np.asarray(session, dtype=np.int64)
         self.hashes = hashes
         self.u_route = np.asarray(u_route, dtype=np.float64)
+        self.rejected = np.zeros(len(self.arrival_s), dtype=np.uint8)
+
+    def reject_some(self, rng, p: float) -> "Case":
+        self.rejected = (rng.random(len(self.arrival_s)) < p).astype(np.uint8)
+        return self
 
 
 def session_trace(rng, block_size: int, whole_ms: bool) -> Case:
@@ -256,7 +264,7 @@ def random_v1_case(prefix_caching: bool, async_scheduling: bool, seed: int):
         cpu_ms, per_seq_ms = float(rng.choice([0.0, 0.2, 1.0])), float(rng.choice([0.0, 0.05]))
     kv_rule = KV_RULE_PER_REQUEST if rng.random() < 0.5 else KV_RULE_SUM
     tp = TimingParams(G, GC, 2, 0.1, 0.1, cpu_ms, kv_rule, 1, 1, per_seq_ms)
-    return case, sp, grids, tp
+    return case.reject_some(rng, 0.05), sp, grids, tp
 
 
 def run_case(case: Case, sp, grids, tp):
@@ -270,7 +278,7 @@ def run_case(case: Case, sp, grids, tp):
         case.decode,
         case.session,
         hash_off,
-        np.zeros(n, dtype=np.uint8),
+        case.rejected,
         grids,
         tp,
         sp,
@@ -286,6 +294,7 @@ def run_case(case: Case, sp, grids, tp):
         grids,
         tp,
         case.u_route,
+        rejected=case.rejected,
         session=case.session,
         hashes=case.hashes,
     )
@@ -311,6 +320,7 @@ def assert_same(out, ref, sp):
         "replica": k.replica,
         "generated": k.generated,
         "exec_ns": k.exec_ns,
+        "model_ns": k.model_ns,
         "preempt_ns": k.preempt_ns,
         "tbt_n": k.tbt_n,
         "tbt_sum_ns": k.tbt_sum_ns,
@@ -341,6 +351,7 @@ def assert_same(out, ref, sp):
         want = [getattr(x, col) for x in ref.batches]
         np.testing.assert_array_equal(b[col].to_numpy(), want, err_msg=f"batch {col} ({sp})")
     np.testing.assert_array_equal(out.reps.preemptions, ref.preemptions)
+    np.testing.assert_array_equal(out.reps.busy_ns, ref.busy_ns, err_msg=f"busy_ns ({sp})")
     if sp.prefix_caching:
         assert_same_pools(out.reps, ref.pools, sp)
 
@@ -385,7 +396,7 @@ def assert_same_pools(reps, pools, sp):
 )
 def test_engine_equals_reference(policy, seed):
     out, ref, sp = run_both(policy, seed)
-    assert all(q.done_ns is not None for q in ref.requests)
+    assert all(q.done_ns is not None for q in ref.requests if not q.rejected)
     assert_same(out, ref, sp)
 
 
@@ -408,7 +419,7 @@ def _v1_id(config):
 @pytest.mark.parametrize("config", V1_CONFIGS, ids=_v1_id)
 def test_v1_sessions_equal_reference(config, seed):
     out, ref, sp = run_case(*random_v1_case(*config, seed))
-    assert all(q.done_ns is not None for q in ref.requests)
+    assert all(q.done_ns is not None for q in ref.requests if not q.rejected)
     assert_same(out, ref, sp)
 
 

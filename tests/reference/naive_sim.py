@@ -15,7 +15,7 @@ after that.
 
 from dataclasses import dataclass, field
 
-from vidur_fast.kernels.dtypes import SchedPolicy
+from vidur_fast.kernels.dtypes import NS_PER_MS, SchedPolicy
 
 from tests.reference.block_pool import CountedBlockPool
 from tests.reference.prefix_pool import PrefixCachingBlockPool
@@ -68,6 +68,7 @@ class Replica:
     wake: float = INF
     batches: list = field(default_factory=list)  # in flight
     n_formed: int = 0
+    busy_ns: list = field(default_factory=list)  # per stage: time it ran batches
 
     def next_event(self) -> float:
         return min([self.wake] + [b.end_ns for b in self.batches])
@@ -79,6 +80,7 @@ class SimResult:
     batches: list
     preemptions: list  # per replica
     pools: list  # per replica
+    busy_ns: list  # per replica, per stage
 
 
 def _launch(rep: Replica, items, now_ns, grids, tparams, p, preempted, cached, log):
@@ -86,6 +88,8 @@ def _launch(rep: Replica, items, now_ns, grids, tparams, p, preempted, cached, l
     feats = batch_features(items, tparams, sched.is_decode, sched.kv_before)
     t = max(now_ns, rep.stage_free[0])
     stage_times = []
+    # model time: the stage times without their fixed host overhead
+    cpu_ns = int(round(tparams.cpu_overhead_ms * NS_PER_MS))
     if p.async_scheduling:
         dur = stage_ns(grids, tparams, feats, True)
         host = min(host_ns(tparams, feats), dur - 1)
@@ -93,6 +97,8 @@ def _launch(rep: Replica, items, now_ns, grids, tparams, p, preempted, cached, l
         end = gpu_start + dur - host
         rep.stage_free[0] = end
         stage_times.append((t, end))  # one span: from the replica's start to the GPU's end
+        rep.busy_ns[0] += end - t
+        model_ns = dur - cpu_ns
     else:
         for st in range(p.pp):
             dur = stage_ns(grids, tparams, feats, st == p.pp - 1)
@@ -100,6 +106,8 @@ def _launch(rep: Replica, items, now_ns, grids, tparams, p, preempted, cached, l
             t = begin + dur
             rep.stage_free[st] = t
             stage_times.append((begin, t))
+            rep.busy_ns[st] += dur
+        model_ns = sum(end - begin for begin, end in stage_times) - cpu_ns * p.pp
     for req, _ in items:
         if req.sched_ns is None:
             req.sched_ns = now_ns
@@ -108,6 +116,7 @@ def _launch(rep: Replica, items, now_ns, grids, tparams, p, preempted, cached, l
                 req.preempt_ns += begin - req.last_stage_end_ns
             req.exec_ns += end - begin
             req.last_stage_end_ns = end
+        req.model_ns += model_ns
     end = stage_times[-1][1]
     rep.batches.append(InFlight(rep.n_formed, end, items))
     rep.n_formed += 1
@@ -193,6 +202,7 @@ def naive_sim(
             sched=SCHEDULERS[policy](p, _pool(p)),
             pp=p.pp,
             stage_free=[0] * p.pp,
+            busy_ns=[0] * p.pp,
         )
         for r in range(p.n_replicas)
     ]
@@ -209,6 +219,7 @@ def naive_sim(
             req = reqs[nxt]
             nxt += 1
             if rejected is not None and rejected[req.rid]:
+                req.rejected = True  # never routed
                 continue
             req.replica = router.route(
                 req,
@@ -240,4 +251,10 @@ def naive_sim(
             preempted = rep.sched.preemptions - logged
             _launch(rep, items, now, grids, tparams, p, preempted, cached, log)
             logged = rep.sched.preemptions
-    return SimResult(reqs, log, [r.sched.preemptions for r in reps], [r.sched.pool for r in reps])
+    return SimResult(
+        reqs,
+        log,
+        [r.sched.preemptions for r in reps],
+        [r.sched.pool for r in reps],
+        [r.busy_ns for r in reps],
+    )

@@ -24,10 +24,12 @@ class Request:
     prefill_done: bool = False
     replica: int = -1
     restarts: int = 0
+    rejected: bool = False
     sched_ns: int | None = None  # first time it was in a launched batch
     first_tok_ns: int | None = None
     done_ns: int | None = None
     exec_ns: int = 0  # sum of its stage times
+    model_ns: int = 0  # the same without the fixed host overhead of each stage
     preempt_ns: int = 0  # gaps between consecutive stage executions
     last_stage_end_ns: int = 0  # 0 = never executed
     last_tok_ns: int = 0
