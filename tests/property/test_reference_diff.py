@@ -138,7 +138,7 @@ def random_case(policy: SchedPolicy, seed: int):
     tp = TimingParams(G, GC, 2 // pp, 0.1, 0.1, 0.0, kv_rule, 1, pp)
     u_route = rng.random(n)
     # sessions for the sticky router; no block hashes (the prefix-aware router sees no cache)
-    session = np.where(rng.random(n) < 0.7, rng.integers(0, 4, n), -1)
+    session = np.where(rng.random(n) < 0.7, rng.choice([3, 17, 1000, 2**40], n), -1)
     case = Case(arrival_s, prompt, decode, session, [[] for _ in range(n)], u_route)
     # host overhead per stage (model time excludes it)
     tp = tp._replace(cpu_overhead_ms=float(rng.choice([0.0, 0.0, 0.3])))
@@ -221,7 +221,7 @@ def session_trace(rng, block_size: int, whole_ms: bool) -> Case:
         [x[0] for x in rows],
         [x[2] for x in rows],
         [x[3] for x in rows],
-        [x[1] for x in rows],
+        [-1 if x[1] < 0 else 7919 * x[1] + 5 for x in rows],  # sparse session ids
         hashes,
         rng.random(n),
     )
