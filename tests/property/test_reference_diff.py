@@ -22,7 +22,7 @@ from vidur_fast.engine.run import run_engine
 
 T, B, G, GC = 2048, 64, 64, 32
 CASES_PER_POLICY = 30
-CASES_PER_V1_CONFIG = 40  # each of prefix caching off/on x async scheduling off/on
+CASES_PER_V1_CONFIG = 60  # each of prefix caching off/on x async scheduling off/on
 ROUTERS = tuple(RouterPolicy)
 PP_CAPABLE = (
     SchedPolicy.SARATHI,
