@@ -236,6 +236,7 @@ def random_v1_case(prefix_caching: bool, async_scheduling: bool, seed: int):
     total = case.prompt + case.decode
     need = int(np.max(-(-total // block_size)))
     tight = rng.random() < 0.4
+    batch_cap = int(rng.choice([2, 3, 4, 8, 16]))
     sp = sched_params(
         policy=int(SchedPolicy.VLLM_V1),
         # the cache-aware routers drawn more often: the other routers ignore the cache
@@ -244,8 +245,8 @@ def random_v1_case(prefix_caching: bool, async_scheduling: bool, seed: int):
         pp=1,
         block_size=block_size,
         num_blocks=need + int(rng.integers(0, 4 if tight else 3 * need)),
-        batch_cap=int(rng.choice([2, 3, 4, 8, 16])),
-        max_micro_batch=1,
+        batch_cap=batch_cap,
+        max_micro_batch=batch_cap,
         chunk_size=int(rng.choice([8, 32, 64, 256])),
         long_prefill_threshold=int(rng.choice([0, 0, 16, 48])),
         reserve_full_seq=int(rng.integers(0, 2)),
@@ -255,7 +256,6 @@ def random_v1_case(prefix_caching: bool, async_scheduling: bool, seed: int):
         router_imbalance=int(rng.choice([0, 40, 10_000])),
         async_scheduling=int(async_scheduling),
     )
-    sp = sp._replace(max_micro_batch=sp.batch_cap)
     if whole_ms:
         grids = whole_ms_grids()
         cpu_ms, per_seq_ms = float(rng.choice([0.0, 1.0])), 0.0
