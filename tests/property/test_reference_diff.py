@@ -1,10 +1,13 @@
 """The kernel engine equals the plain-Python reference (tests/reference) exactly on small
 random traces: per-request timestamps in ns, restarts, replicas, token gaps, and every batch
-record."""
+record; for vLLM v1 also with prefix caching (per-request hits, per-replica cache counters,
+the final block pool) and async scheduling, on traces of multi-turn sessions that share
+prefixes."""
 
 import numpy as np
 import pytest
-from vidur_fast.kernels.dtypes import NEVER, NS_PER_S, SchedPolicy
+from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_S, RouterPolicy, SchedPolicy
+from vidur_fast.kernels.prefix_cache import _NEXT, _REF
 from vidur_fast.kernels.state import SchedParams
 from vidur_fast.kernels.timing import (
     KV_RULE_PER_REQUEST,
@@ -20,7 +23,8 @@ from vidur_fast.engine.run import run_engine
 
 T, B, G, GC = 2048, 64, 64, 32
 CASES_PER_POLICY = 30
-ROUTERS = PLAIN_ROUTERS
+CASES_PER_V1_CONFIG = 60  # each of prefix caching off/on x async scheduling off/on
+ROUTERS = tuple(RouterPolicy)
 PP_CAPABLE = (
     SchedPolicy.SARATHI,
     SchedPolicy.VLLM,
@@ -62,6 +66,26 @@ def whole_ms_grids() -> TimingGrids:
     )
 
 
+def sched_params(**kw) -> SchedParams:
+    """The engine's scheduler parameters (the one place this test builds them)."""
+    defaults = dict(
+        watermark_blocks=0,
+        max_tokens_in_batch=0,
+        max_blocks_per_seq=0,
+        max_batch_size=0,
+        max_waiting_iters=0,
+        long_prefill_threshold=0,
+        max_model_len=0,
+        reserve_full_seq=0,
+        max_partial_prefills=0,
+        prefix_caching=0,
+        router_imbalance=0,
+        async_scheduling=0,
+    )
+    defaults.update(kw)
+    return SchedParams(**defaults)
+
+
 def random_case(policy: SchedPolicy, seed: int):
     """A small trace, parameters and timing grids; about a third of the cases have KV tight
     enough to force preemptions where the policy preempts, a third run on whole-ms steps with
@@ -91,7 +115,7 @@ def random_case(policy: SchedPolicy, seed: int):
     num_blocks = need + int(rng.integers(0, 4 if tight else 4 * need))
     watermark = int(rng.integers(0, 3)) if policy in (SchedPolicy.SARATHI, SchedPolicy.VLLM) else 0
     num_blocks += watermark
-    sp = SchedParams(
+    sp = sched_params(
         policy=int(policy),
         router=int(rng.choice(ROUTERS)),
         n_replicas=int(rng.integers(1, 4)),
@@ -114,27 +138,173 @@ def random_case(policy: SchedPolicy, seed: int):
     kv_rule = KV_RULE_PER_REQUEST if rng.random() < 0.5 else KV_RULE_SUM
     tp = TimingParams(G, GC, 2 // pp, 0.1, 0.1, 0.0, kv_rule, 1, pp)
     u_route = rng.random(n)
-    return arrival_s, prompt, decode, sp, grids, tp, u_route
+    # sessions for the sticky router; no block hashes (the prefix-aware router sees no cache)
+    session = np.where(rng.random(n) < 0.7, rng.choice([3, 17, 1000, 2**40], n), -1)
+    case = Case(arrival_s, prompt, decode, session, [[] for _ in range(n)], u_route)
+    # host overhead per stage (model time excludes it)
+    tp = tp._replace(cpu_overhead_ms=float(rng.choice([0.0, 0.0, 0.3])))
+    return case.reject_some(rng, 0.05), sp, grids, tp
 
 
-def run_both(policy, seed):
-    arrival_s, prompt, decode, sp, grids, tp, u_route = random_case(policy, seed)
-    n = len(arrival_s)
+class Case:
+    """A trace: per request arrival (s), prompt and decode tokens, session (-1: none), the
+    workload hash of each leading KV block, a uniform for the random router, and whether the
+    request is rejected at arrival (never routed)."""
+
+    def __init__(self, arrival_s, prompt, decode, session, hashes, u_route):
+        self.arrival_s = np.asarray(arrival_s, dtype=np.float64)
+        self.prompt = np.asarray(prompt, dtype=np.int64)
+        self.decode = np.asarray(decode, dtype=np.int64)
+        self.session = np.asarray(session, dtype=np.int64)
+        self.hashes = hashes
+        self.u_route = np.asarray(u_route, dtype=np.float64)
+        self.rejected = np.zeros(len(self.arrival_s), dtype=np.uint8)
+
+    def reject_some(self, rng, p: float) -> "Case":
+        self.rejected = (rng.random(len(self.arrival_s)) < p).astype(np.uint8)
+        return self
+
+
+def session_trace(rng, block_size: int, whole_ms: bool) -> Case:
+    """Multi-turn sessions: each turn's prompt is the previous turn's prompt and output plus
+    new text, so its block hashes extend the previous turn's; some sessions open with a
+    shared system prompt. Between them, standalone requests (some with the system prompt,
+    some without any hashes). Hash lists cover the prompt's blocks (the partial last one
+    included), sometimes fewer, so blocks past the list get the engine's private hashes, and
+    sometimes the full blocks of prompt and output (a trace that knows the outputs: the next
+    turn can hit them)."""
+
+    def fresh(k):
+        return [int(x) for x in rng.integers(1, 2**62, k)]
+
+    system = fresh(int(rng.integers(1, 6)))
+    rows = []  # (arrival s, session, prompt, decode, hash chain)
+
+    def gap():
+        if whole_ms:
+            return int(rng.integers(0, 6)) * 1e-3
+        return 0.0 if rng.random() < 0.2 else float(rng.exponential(4e-3))
+
+    for s in range(int(rng.integers(1, 5))):
+        t = gap() * int(rng.integers(0, 4))
+        chain = system[: int(rng.integers(0, len(system) + 1))] if rng.random() < 0.6 else []
+        prompt = len(chain) * block_size + int(rng.integers(1, 60))
+        for _ in range(int(rng.integers(1, 5))):
+            decode = int(rng.integers(1, 30))
+            rows.append((t, s, prompt, decode, chain))
+            t += gap() + (0.0 if whole_ms else 0.01 * rng.random())
+            prompt += decode + int(rng.integers(1, 40))
+    for _ in range(int(rng.integers(0, 8))):
+        prompt = int(rng.integers(1, 200))
+        kind = rng.random()
+        chain = list(system) if kind < 0.4 else ([] if kind < 0.7 else None)
+        if kind < 0.15:  # the system prompt alone, ending on a block boundary
+            prompt = len(system) * block_size
+        rows.append((gap() * int(rng.integers(0, 8)), -1, prompt, int(rng.integers(1, 40)), chain))
+    rows.sort(key=lambda x: x[0])  # stable: turns of a session keep their order
+    hashes = []
+    for _, _, prompt, decode, chain in rows:
+        if chain is None:
+            hashes.append([])
+            continue
+        full, with_partial = prompt // block_size, -(-prompt // block_size)
+        u = rng.random()
+        if u < 0.3:
+            n = (prompt + decode) // block_size
+        elif u < 0.7:
+            n = with_partial
+        else:
+            n = full if u < 0.85 else int(rng.integers(0, full + 1))
+        chain.extend(fresh(max(0, n - len(chain))))  # the session's chain grows with its turns
+        hashes.append(chain[:n])
+    n = len(rows)
+    return Case(
+        [x[0] for x in rows],
+        [x[2] for x in rows],
+        [x[3] for x in rows],
+        [-1 if x[1] < 0 else 7919 * x[1] + 5 for x in rows],  # sparse session ids
+        hashes,
+        rng.random(n),
+    )
+
+
+def random_v1_case(prefix_caching: bool, async_scheduling: bool, seed: int):
+    """A vLLM v1 case on a session trace; about 40% with KV tight enough to preempt."""
+    rng = np.random.default_rng([100 + 2 * prefix_caching + async_scheduling, seed])
+    whole_ms = rng.random() < 0.3
+    block_size = int(rng.choice([4, 8, 16]))
+    case = session_trace(rng, block_size, whole_ms)
+    total = case.prompt + case.decode
+    need = int(np.max(-(-total // block_size)))
+    tight = rng.random() < 0.4
+    batch_cap = int(rng.choice([2, 3, 4, 8, 16]))
+    sp = sched_params(
+        policy=int(SchedPolicy.VLLM_V1),
+        # the cache-aware routers drawn more often: the other routers ignore the cache
+        router=int(rng.choice(ROUTERS + (RouterPolicy.STICKY, RouterPolicy.PREFIX_AWARE) * 2)),
+        n_replicas=int(rng.integers(1, 4)),
+        pp=1,
+        block_size=block_size,
+        num_blocks=need + int(rng.integers(0, 4 if tight else 3 * need)),
+        batch_cap=batch_cap,
+        max_micro_batch=batch_cap,
+        chunk_size=int(rng.choice([8, 32, 64, 256])),
+        long_prefill_threshold=int(rng.choice([0, 0, 16, 48])),
+        reserve_full_seq=int(rng.integers(0, 2)),
+        max_partial_prefills=int(rng.choice([0, 0, 1, 2])),
+        max_model_len=int(total.max()) + int(rng.integers(0, 3)) if rng.random() < 0.3 else 0,
+        prefix_caching=int(prefix_caching),
+        router_imbalance=int(rng.choice([0, 40, 10_000])),
+        async_scheduling=int(async_scheduling),
+    )
+    if whole_ms:
+        grids = whole_ms_grids()
+        cpu_ms, per_seq_ms = float(rng.choice([0.0, 1.0])), 0.0
+    else:
+        grids = rich_grids()
+        cpu_ms, per_seq_ms = float(rng.choice([0.0, 0.2, 1.0])), float(rng.choice([0.0, 0.05]))
+    kv_rule = KV_RULE_PER_REQUEST if rng.random() < 0.5 else KV_RULE_SUM
+    tp = TimingParams(G, GC, 2, 0.1, 0.1, cpu_ms, kv_rule, 1, 1, per_seq_ms)
+    return case.reject_some(rng, 0.05), sp, grids, tp
+
+
+def run_case(case: Case, sp, grids, tp):
+    n = len(case.arrival_s)
+    hash_off = np.zeros(n + 1, dtype=np.int64)
+    hash_off[1:] = np.cumsum([len(h) for h in case.hashes])
+    flat = np.array([h for hs in case.hashes for h in hs], dtype=np.int64)
     out = run_engine(
-        arrival_s,
-        prompt,
-        decode,
-        np.full(n, -1),
-        np.zeros(n + 1, dtype=np.int64),
-        np.zeros(n, dtype=np.uint8),
+        case.arrival_s,
+        case.prompt,
+        case.decode,
+        case.session,
+        hash_off,
+        case.rejected,
         grids,
         tp,
         sp,
-        u_route,
+        case.u_route,
+        hashes=flat,
     )
-    arrival_ns = np.round(arrival_s * NS_PER_S).astype(np.int64)
-    ref = naive_sim(arrival_ns, prompt, decode, sp, grids, tp, u_route)
+    arrival_ns = np.round(case.arrival_s * NS_PER_S).astype(np.int64)
+    ref = naive_sim(
+        arrival_ns,
+        case.prompt,
+        case.decode,
+        sp,
+        grids,
+        tp,
+        case.u_route,
+        rejected=case.rejected,
+        session=case.session,
+        hashes=case.hashes,
+    )
     return out, ref, sp
+
+
+def run_both(policy, seed):
+    case, sp, grids, tp = random_case(policy, seed)
+    return run_case(case, sp, grids, tp)
 
 
 def _ns(v):
@@ -151,13 +321,18 @@ def assert_same(out, ref, sp):
         "replica": k.replica,
         "generated": k.generated,
         "exec_ns": k.exec_ns,
+        "model_ns": k.model_ns,
         "preempt_ns": k.preempt_ns,
         "tbt_n": k.tbt_n,
         "tbt_sum_ns": k.tbt_sum_ns,
         "tbt_max_ns": k.tbt_max_ns,
     }
+    if sp.policy == SchedPolicy.VLLM_V1:
+        got["cached_tokens"] = k.cached_tokens
     for name, col in got.items():
         want = [_ns(getattr(q, name)) for q in ref.requests]
+        if name == "cached_tokens":
+            want = [q.cached_tokens or 0 for q in ref.requests]
         np.testing.assert_array_equal(col, want, err_msg=f"{name} ({sp})")
     b = out.batches
     assert len(b) == len(ref.batches), f"batch count {len(b)} != {len(ref.batches)} ({sp})"
@@ -172,10 +347,39 @@ def assert_same(out, ref, sp):
         "alloc_blocks",
         "waiting",
         "preempted",
+        "n_cached_tokens",
     ):
         want = [getattr(x, col) for x in ref.batches]
         np.testing.assert_array_equal(b[col].to_numpy(), want, err_msg=f"batch {col} ({sp})")
     np.testing.assert_array_equal(out.reps.preemptions, ref.preemptions)
+    np.testing.assert_array_equal(out.reps.busy_ns, ref.busy_ns, err_msg=f"busy_ns ({sp})")
+    if sp.prefix_caching:
+        assert_same_pools(out.reps, ref.pools, sp)
+
+
+def engine_pool(reps, r):
+    """Replica r's pool at the end of a run: the free queue from its head, each block's hash
+    (NO_HASH: not cached) and reference count."""
+    order = []
+    b = reps.kv_fhead[r]
+    while b != NO_ID:
+        order.append(int(b))
+        b = reps.kv_blk[r, b, _NEXT]
+    return order, reps.kv_hash[r].tolist(), reps.kv_blk[r, :, _REF].tolist()
+
+
+def assert_same_pools(reps, pools, sp):
+    for name, want in (
+        ("pc_query_tokens", [x.query_tokens for x in pools]),
+        ("pc_hit_tokens", [x.hit_tokens for x in pools]),
+        ("pc_evictions", [x.evictions for x in pools]),
+    ):
+        np.testing.assert_array_equal(getattr(reps, name), want, err_msg=f"{name} ({sp})")
+    for r, pool in enumerate(pools):
+        order, hashes, refs = engine_pool(reps, r)
+        assert order == pool.free_order(), f"replica {r}: free queue order ({sp})"
+        assert hashes == pool.block_hashes(), f"replica {r}: cached block hashes ({sp})"
+        assert refs == pool.ref_counts(), f"replica {r}: reference counts ({sp})"
 
 
 @pytest.mark.parametrize("seed", range(CASES_PER_POLICY))
@@ -193,7 +397,7 @@ def assert_same(out, ref, sp):
 )
 def test_engine_equals_reference(policy, seed):
     out, ref, sp = run_both(policy, seed)
-    assert all(q.done_ns is not None for q in ref.requests)
+    assert all(q.done_ns is not None for q in ref.requests if not q.rejected)
     assert_same(out, ref, sp)
 
 
@@ -202,3 +406,40 @@ def test_tight_kv_cases_do_preempt(policy):
     """The random cases exercise preemption (else the comparison would not cover restarts)."""
     restarts = sum(int(run_both(policy, s)[0].reqs.restarts.sum()) for s in range(10))
     assert restarts > 0
+
+
+V1_CONFIGS = [(False, False), (True, False), (False, True), (True, True)]
+
+
+def _v1_id(config):
+    caching, async_on = config
+    return f"{'cache' if caching else 'nocache'}-{'async' if async_on else 'sync'}"
+
+
+@pytest.mark.parametrize("seed", range(CASES_PER_V1_CONFIG))
+@pytest.mark.parametrize("config", V1_CONFIGS, ids=_v1_id)
+def test_v1_sessions_equal_reference(config, seed):
+    out, ref, sp = run_case(*random_v1_case(*config, seed))
+    assert all(q.done_ns is not None for q in ref.requests if not q.rejected)
+    assert_same(out, ref, sp)
+
+
+def test_v1_session_cases_cover_the_cache():
+    """The session cases hit the cache, evict, preempt and route with every router (else the
+    comparison would not cover them)."""
+    hits = evictions = restarts = readmit_hits = 0
+    routers = set()
+    for seed in range(CASES_PER_V1_CONFIG):
+        for config in V1_CONFIGS:
+            case, sp, grids, tp = random_v1_case(*config, seed)
+            out, _, _ = run_case(case, sp, grids, tp)
+            if sp.n_replicas > 1:
+                routers.add(sp.router)
+            restarts += int(out.reqs.restarts.sum())
+            if sp.prefix_caching:
+                hits += int(out.reps.pc_hit_tokens.sum())
+                evictions += int(out.reps.pc_evictions.sum())
+                # hits of re-admissions after a preemption (cached_tokens: first admission)
+                readmit_hits += int(out.reps.pc_hit_tokens.sum() - out.reqs.cached_tokens.sum())
+    assert hits > 0 and evictions > 0 and restarts > 0 and readmit_hits > 0
+    assert routers == set(int(r) for r in RouterPolicy)

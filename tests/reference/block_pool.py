@@ -1,15 +1,14 @@
 """KV block pools of the reference: counted blocks (Vidur's allocation map, vLLM v1 without
-prefix caching).
+prefix caching) here; the paged pool with prefix caching is prefix_pool.PrefixCachingBlockPool.
 
-A pool answers four questions for the schedulers: free blocks, blocks a request holds, how
-many prompt tokens it can take from a prefix cache (`cached_prefix_tokens`), and allocate /
-free. A prefix-caching pool with block ids and hashes can be added beside CountedBlockPool
-with the same interface.
+A pool answers the schedulers: free blocks, blocks a request holds, allocate / free.
 """
 
 
 class CountedBlockPool:
     """Counts blocks per request; no block ids, no cache."""
+
+    caching = False
 
     def __init__(self, num_blocks: int):
         self.num_blocks = num_blocks
@@ -39,6 +38,6 @@ class CountedBlockPool:
     def release(self, rid: int) -> None:
         self.held.pop(rid, None)
 
-    def cached_prefix_tokens(self, req) -> int:
-        """Prompt tokens already in the cache for req (no cache: none)."""
+    def longest_cached_prefix(self, req) -> int:
+        """No cache: nothing cached (what the prefix-aware router sees)."""
         return 0

@@ -3,22 +3,27 @@ tests: one object per request, lists for queues, a loop over events.
 
 Event order (as the engine documents it): an arrival at time t is routed before any replica
 event at t; replica events at equal times go in replica-id order. A replica event finishes the
-batch that ended (if any), then forms batches while fewer than PP are in flight. A formation
+batch that ended (if any), then forms batches while fewer than PP are in flight (with vLLM v1
+async scheduling, PP + 1: the next step is formed while the previous one runs). A formation
 that only preempted and leaves the replica idle is retried at once. A batch runs through the
 pipeline stages in order, each stage starting when both the previous stage of this batch and
-this stage's previous batch are done.
+this stage's previous batch are done. With async scheduling (PP = 1) the host part of a step
+overlaps the step before it: the GPU starts after the step's host time or when the previous
+step ends, whichever is later, and the step ends its GPU time (stage time minus host time)
+after that.
 """
 
 from dataclasses import dataclass, field
 
-from vidur_fast.kernels.dtypes import SchedPolicy
+from vidur_fast.kernels.dtypes import NS_PER_MS, SchedPolicy
 
 from tests.reference.block_pool import CountedBlockPool
+from tests.reference.prefix_pool import PrefixCachingBlockPool
 from tests.reference.request import Request
 from tests.reference.routers import Router
 from tests.reference.sched_v1 import VllmV1
 from tests.reference.sched_vidur import FasterTransformer, LightLLM, Orca, Sarathi, VllmV0
-from tests.reference.timing import batch_features, stage_ns
+from tests.reference.timing import batch_features, host_ns, stage_ns
 
 INF = float("inf")
 
@@ -44,6 +49,7 @@ class BatchRecord:
     alloc_blocks: int  # after formation
     waiting: int  # after formation
     preempted: int  # during formation
+    n_cached_tokens: int  # prompt tokens admitted from the prefix cache
 
 
 @dataclass
@@ -62,6 +68,7 @@ class Replica:
     wake: float = INF
     batches: list = field(default_factory=list)  # in flight
     n_formed: int = 0
+    busy_ns: list = field(default_factory=list)  # per stage: time it ran batches
 
     def next_event(self) -> float:
         return min([self.wake] + [b.end_ns for b in self.batches])
@@ -72,19 +79,35 @@ class SimResult:
     requests: list
     batches: list
     preemptions: list  # per replica
+    pools: list  # per replica
+    busy_ns: list  # per replica, per stage
 
 
-def _launch(rep: Replica, items, now_ns, grids, tparams, p, preempted, log):
+def _launch(rep: Replica, items, now_ns, grids, tparams, p, preempted, cached, log):
     sched = rep.sched
-    feats = batch_features(items, tparams, sched.is_decode)
+    feats = batch_features(items, tparams, sched.is_decode, sched.kv_before)
     t = max(now_ns, rep.stage_free[0])
     stage_times = []
-    for st in range(p.pp):
-        dur = stage_ns(grids, tparams, feats, st == p.pp - 1)
-        begin = max(t, rep.stage_free[st])
-        t = begin + dur
-        rep.stage_free[st] = t
-        stage_times.append((begin, t))
+    # model time: the stage times without their fixed host overhead
+    cpu_ns = int(round(tparams.cpu_overhead_ms * NS_PER_MS))
+    if p.async_scheduling:
+        dur = stage_ns(grids, tparams, feats, True)
+        host = min(host_ns(tparams, feats), dur - 1)
+        gpu_start = max(now_ns + host, rep.stage_free[0])
+        end = gpu_start + dur - host
+        rep.stage_free[0] = end
+        stage_times.append((t, end))  # one span: from the replica's start to the GPU's end
+        rep.busy_ns[0] += end - t
+        model_ns = dur - cpu_ns
+    else:
+        for st in range(p.pp):
+            dur = stage_ns(grids, tparams, feats, st == p.pp - 1)
+            begin = max(t, rep.stage_free[st])
+            t = begin + dur
+            rep.stage_free[st] = t
+            stage_times.append((begin, t))
+            rep.busy_ns[st] += dur
+        model_ns = sum(end - begin for begin, end in stage_times) - cpu_ns * p.pp
     for req, _ in items:
         if req.sched_ns is None:
             req.sched_ns = now_ns
@@ -93,12 +116,13 @@ def _launch(rep: Replica, items, now_ns, grids, tparams, p, preempted, log):
                 req.preempt_ns += begin - req.last_stage_end_ns
             req.exec_ns += end - begin
             req.last_stage_end_ns = end
+        req.model_ns += model_ns
     end = stage_times[-1][1]
     rep.batches.append(InFlight(rep.n_formed, end, items))
     rep.n_formed += 1
     log.append(
         BatchRecord(
-            start_ns=now_ns,
+            start_ns=stage_times[0][0] if p.async_scheduling else now_ns,
             end_ns=end,
             replica=rep.rid,
             size=len(items),
@@ -108,6 +132,7 @@ def _launch(rep: Replica, items, now_ns, grids, tparams, p, preempted, log):
             alloc_blocks=sched.pool.allocated,
             waiting=len(sched.waiting),
             preempted=preempted,
+            n_cached_tokens=cached,
         )
     )
 
@@ -116,7 +141,7 @@ def _finish(rep: Replica, batch: InFlight, now_ns, router, v1: bool) -> None:
     finished = set()
     for req, n in batch.items:
         had_token = req.generated > 0
-        done = req.v1_advance(n, now_ns) if v1 else req.vidur_advance(n, now_ns)
+        done = rep.sched.apply_output(req, n, now_ns) if v1 else req.vidur_advance(n, now_ns)
         if not had_token and req.generated > 0:
             router.on_prefill_end(req)
         if done:
@@ -128,10 +153,31 @@ def _finish(rep: Replica, batch: InFlight, now_ns, router, v1: bool) -> None:
     rep.batches.remove(batch)
 
 
-def naive_sim(arrival_ns, prompt, decode, p, grids, tparams, u_route, rejected=None):
+def _pool(p):
+    if p.prefix_caching:
+        assert p.policy == SchedPolicy.VLLM_V1, "prefix caching is a vLLM v1 feature"
+        return PrefixCachingBlockPool(p.num_blocks, p.block_size)
+    return CountedBlockPool(p.num_blocks)
+
+
+def naive_sim(
+    arrival_ns,
+    prompt,
+    decode,
+    p,
+    grids,
+    tparams,
+    u_route,
+    rejected=None,
+    session=None,
+    hashes=None,
+):
     """Simulate to completion. p: the engine's scheduler parameters (policy code, caps, block
-    counts); grids/tparams: the timing grids and their parameters; u_route: one uniform per
-    request for the random router. Returns per-request objects and per-batch records."""
+    counts, prefix caching, async scheduling); grids/tparams: the timing grids and their
+    parameters; u_route: one uniform per request for the random router; session: session id
+    per request (-1: none; the sticky router); hashes: per request, the workload hash of each
+    leading block (prefix caching and the prefix-aware router). Requests are in arrival order.
+    Returns per-request objects, per-batch records and the replicas' pools."""
     n = len(arrival_ns)
     reqs = [
         Request(
@@ -141,21 +187,26 @@ def naive_sim(arrival_ns, prompt, decode, p, grids, tparams, u_route, rejected=N
             decode=int(decode[k]),
             total=int(prompt[k]) + int(decode[k]),
             asked_decode=int(decode[k]),
+            session=-1 if session is None else int(session[k]),
+            hashes=[] if hashes is None else [int(h) for h in hashes[k]],
         )
         for k in range(n)
     ]
     policy = SchedPolicy(p.policy)
     v1 = policy == SchedPolicy.VLLM_V1
+    assert not p.async_scheduling or (v1 and p.pp == 1), "async scheduling: vLLM v1, PP = 1"
+    slots = p.pp + 1 if p.async_scheduling else p.pp  # batches a replica may have in flight
     reps = [
         Replica(
             rid=r,
-            sched=SCHEDULERS[policy](p, CountedBlockPool(p.num_blocks)),
+            sched=SCHEDULERS[policy](p, _pool(p)),
             pp=p.pp,
             stage_free=[0] * p.pp,
+            busy_ns=[0] * p.pp,
         )
         for r in range(p.n_replicas)
     ]
-    router = Router(p.router, p.n_replicas)
+    router = Router(p.router, p.n_replicas, p.router_imbalance)
     log: list[BatchRecord] = []
     nxt = 0
     while True:
@@ -168,9 +219,13 @@ def naive_sim(arrival_ns, prompt, decode, p, grids, tparams, u_route, rejected=N
             req = reqs[nxt]
             nxt += 1
             if rejected is not None and rejected[req.rid]:
+                req.rejected = True  # never routed
                 continue
             req.replica = router.route(
-                req, float(u_route[req.rid]), [len(x.sched.waiting) for x in reps]
+                req,
+                float(u_route[req.rid]),
+                [len(x.sched.waiting) for x in reps],
+                [x.sched.pool for x in reps],
             )
             target = reps[req.replica]
             target.sched.add_request(req)
@@ -184,13 +239,22 @@ def naive_sim(arrival_ns, prompt, decode, p, grids, tparams, u_route, rejected=N
         rep.wake = INF
         # preemptions of steps that formed no batch count with the next batch formed
         logged = rep.sched.preemptions
-        while len(rep.batches) < p.pp:
+        while len(rep.batches) < slots:
             before = rep.sched.preemptions
+            hits_before = getattr(rep.sched.pool, "hit_tokens", 0)
             items = rep.sched.next_batch(now)
             if not items:
                 if rep.sched.preemptions != before and not rep.batches:
                     continue
                 break
-            _launch(rep, items, now, grids, tparams, p, rep.sched.preemptions - logged, log)
+            cached = getattr(rep.sched.pool, "hit_tokens", 0) - hits_before
+            preempted = rep.sched.preemptions - logged
+            _launch(rep, items, now, grids, tparams, p, preempted, cached, log)
             logged = rep.sched.preemptions
-    return SimResult(reqs, log, [r.sched.preemptions for r in reps])
+    return SimResult(
+        reqs,
+        log,
+        [r.sched.preemptions for r in reps],
+        [r.sched.pool for r in reps],
+        [r.busy_ns for r in reps],
+    )

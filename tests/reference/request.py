@@ -3,10 +3,12 @@
 Vidur's schedulers (sarathi, vllm, orca, faster_transformer, lightllm) count `processed`
 tokens with a bonus token at the end of the prefill and restart by turning everything
 processed into prompt. vLLM v1 counts computed tokens and samples a token whenever the
-computed tokens reach prompt + generated.
+computed tokens reach prompt + generated. vLLM v1 splits its computed tokens into those
+applied (`processed`) and those scheduled in steps whose output has not come back yet
+(`inflight`; always 0 at a scheduling step without async scheduling).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -22,16 +24,24 @@ class Request:
     prefill_done: bool = False
     replica: int = -1
     restarts: int = 0
+    rejected: bool = False
     sched_ns: int | None = None  # first time it was in a launched batch
     first_tok_ns: int | None = None
     done_ns: int | None = None
     exec_ns: int = 0  # sum of its stage times
+    model_ns: int = 0  # the same without the fixed host overhead of each stage
     preempt_ns: int = 0  # gaps between consecutive stage executions
     last_stage_end_ns: int = 0  # 0 = never executed
     last_tok_ns: int = 0
     tbt_n: int = 0  # gaps between consecutive output tokens
     tbt_sum_ns: int = 0
     tbt_max_ns: int = 0
+    session: int = -1  # -1: none
+    hashes: list = field(default_factory=list)  # workload hash of each leading block
+    cached_tokens: int | None = None  # v1: prefix-cache hit at the first admission
+    inflight: int = 0  # v1: tokens scheduled in steps not yet applied
+    placeholders: int = 0  # v1 async: tokens sampled by steps in flight
+    stale: int = 0  # v1 async: tokens in flight that were scheduled before a preemption
 
     @property
     def prompt_asked(self) -> int:
@@ -79,6 +89,11 @@ class Request:
     def seq_len(self) -> int:
         return self.prompt + self.generated
 
+    @property
+    def computed(self) -> int:
+        """vLLM's num_computed_tokens: applied plus scheduled in flight."""
+        return self.processed + self.inflight
+
     def v1_advance(self, n: int, now_ns: int) -> bool:
         self.processed += n
         if self.processed >= self.seq_len:
@@ -87,6 +102,9 @@ class Request:
         return self.generated >= self.asked_decode
 
     def v1_reset(self) -> None:
+        """Recompute preemption: tokens of a step still in flight become stale output."""
+        self.stale += self.inflight
+        self.inflight = 0
         self.processed = 0
         self.prefill_done = False
         self.restarts += 1

@@ -36,6 +36,9 @@ class VidurScheduler:
     def is_decode(self, req, n) -> bool:
         return req.prefill_done
 
+    def kv_before(self, req, n) -> int:
+        return req.processed
+
     def on_batch_end(self, items, finished: set) -> None:
         for req, _ in items:
             if req.rid not in finished:

@@ -21,23 +21,25 @@ def _at2(arr, i: int, j: int):
     return arr[i, j]
 
 
-def batch_features(items, tparams, is_decode):
+def batch_features(items, tparams, is_decode, kv_before):
     """(tokens, decodes, their kv sum, prefills, prefill kv, sum of squared chunks, prefill
-    tokens) of a batch given as [(request, tokens)]."""
+    tokens) of a batch given as [(request, tokens)]; kv_before(req, n): tokens of req computed
+    before its n tokens of this batch."""
     n_tok = n_dec = dec_kv = n_pre = pre_kv = pre_sq = pre_tok = 0
     for req, n in items:
         n_tok += n
+        kv = kv_before(req, n)
         if is_decode(req, n):
             n_dec += 1
-            dec_kv += req.processed
+            dec_kv += kv
         else:
             n_pre += 1
             pre_tok += n
             pre_sq += n * n
             if tparams.kv_rule == KV_RULE_PER_REQUEST:
-                pre_kv += _ceil_to(req.processed, tparams.g)
+                pre_kv += _ceil_to(kv, tparams.g)
             else:
-                pre_kv += req.processed
+                pre_kv += kv
     return n_tok, n_dec, dec_kv, n_pre, pre_kv, pre_sq, pre_tok
 
 
@@ -62,6 +64,7 @@ def stage_ms(grids, tp, feats, last_stage: bool) -> float:
             t *= 1.0 + tp.prefill_overhead
         layer += t
     total = layer * tp.layers_per_stage + tp.cpu_overhead_ms
+    total += tp.cpu_overhead_per_seq_ms * (n_dec + n_pre)
     if tp.pp > 1 and not last_stage:
         total += _at(grids.sendrecv_ms, rounded)
     return total
@@ -70,3 +73,9 @@ def stage_ms(grids, tp, feats, last_stage: bool) -> float:
 def stage_ns(grids, tp, feats, last_stage: bool) -> int:
     """Stage duration rounded once to whole nanoseconds (at least 1)."""
     return max(1, int(round(stage_ms(grids, tp, feats, last_stage) * NS_PER_MS)))
+
+
+def host_ns(tp, feats) -> int:
+    """Host part of a stage (fixed plus per-request overhead), in whole ns."""
+    n_seqs = feats[1] + feats[3]
+    return int(round((tp.cpu_overhead_ms + tp.cpu_overhead_per_seq_ms * n_seqs) * NS_PER_MS))
