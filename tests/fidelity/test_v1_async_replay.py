@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fidelity.v1_replay import replay_case
+from tests.helpers.v1_replay import replay_case
 
 WORKLOAD = """request_id,arrival,prompt,max_tokens,depends_on,delay
 A,0,unique:240,100,,

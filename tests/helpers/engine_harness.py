@@ -98,3 +98,24 @@ ALL_POLICIES = (
     SchedPolicy.LIGHTLLM,
     SchedPolicy.VLLM_V1,
 )
+
+
+def sched_params(**kw) -> SchedParams:
+    """SchedParams with every optional feature off unless kw sets it (the differential tests
+    build theirs here)."""
+    defaults = dict(
+        watermark_blocks=0,
+        max_tokens_in_batch=0,
+        max_blocks_per_seq=0,
+        max_batch_size=0,
+        max_waiting_iters=0,
+        long_prefill_threshold=0,
+        max_model_len=0,
+        reserve_full_seq=0,
+        max_partial_prefills=0,
+        prefix_caching=0,
+        router_imbalance=0,
+        async_scheduling=0,
+    )
+    defaults.update(kw)
+    return SchedParams(**defaults)

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_S, RouterPolicy, SchedPolicy
 from vidur_fast.kernels.prefix_cache import _NEXT, _REF
-from vidur_fast.kernels.state import SchedParams
 from vidur_fast.kernels.timing import (
     KV_RULE_PER_REQUEST,
     KV_RULE_SUM,
@@ -17,7 +16,7 @@ from vidur_fast.kernels.timing import (
     TimingParams,
 )
 
-from tests.helpers.engine_harness import PLAIN_ROUTERS
+from tests.helpers.engine_harness import sched_params
 from tests.reference.naive_sim import naive_sim
 from vidur_fast.engine.run import run_engine
 
@@ -64,26 +63,6 @@ def whole_ms_grids() -> TimingGrids:
         zero(g.prefill_ms),
         zero(g.counters),
     )
-
-
-def sched_params(**kw) -> SchedParams:
-    """The engine's scheduler parameters (the one place this test builds them)."""
-    defaults = dict(
-        watermark_blocks=0,
-        max_tokens_in_batch=0,
-        max_blocks_per_seq=0,
-        max_batch_size=0,
-        max_waiting_iters=0,
-        long_prefill_threshold=0,
-        max_model_len=0,
-        reserve_full_seq=0,
-        max_partial_prefills=0,
-        prefix_caching=0,
-        router_imbalance=0,
-        async_scheduling=0,
-    )
-    defaults.update(kw)
-    return SchedParams(**defaults)
 
 
 def random_case(policy: SchedPolicy, seed: int):

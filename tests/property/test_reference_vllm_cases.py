@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from vidur_fast.kernels.dtypes import RouterPolicy, SchedPolicy
 
-from tests.fidelity.test_vllm_v1_oracle import CASES, _expected_requests, _expected_rows
-from tests.fidelity.v1_replay import _output_token, chained_block_hashes, load_case_workload
-from tests.property.test_reference_diff import sched_params
+from tests.helpers.engine_harness import sched_params
+from tests.helpers.v1_replay import _output_token, chained_block_hashes, load_case_workload
+from tests.helpers.vllm_cases import CASES, expected_requests, expected_rows
 from tests.reference.block_pool import CountedBlockPool
 from tests.reference.naive_sim import InFlight, Replica, _finish
 from tests.reference.prefix_pool import PrefixCachingBlockPool
@@ -143,10 +143,10 @@ def replay_reference(case_dir: Path):
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_reference_replays_vllm(case: Path):
     rows, hits, preemptions = replay_reference(case)
-    want = _expected_rows(case)
+    want = expected_rows(case)
     for k, (g, w) in enumerate(zip(rows, want, strict=False)):
         assert g == w, f"{case.name}: row {k} differs: got {g}, want {w}"
     assert len(rows) == len(want), f"{case.name}: {len(rows)} rows, want {len(want)}"
-    want_hits, want_pre = _expected_requests(case)
+    want_hits, want_pre = expected_requests(case)
     assert hits == want_hits
     assert preemptions == want_pre

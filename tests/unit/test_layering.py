@@ -94,3 +94,15 @@ def test_kernels_import_only_numpy_numba_and_kernels(path):
 def test_few_loose_modules_at_the_top():
     loose = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert len(loose) <= MAX_TOP_LEVEL_MODULES, loose
+
+
+def test_tests_share_code_only_through_helpers():
+    """A test module imports tests.helpers, tests.reference (the oracle) or tests.conftest,
+    never another test folder's modules."""
+    shared = ("tests.helpers", "tests.reference", "tests.conftest")
+    bad = []
+    for path in sorted((REPO / "tests").rglob("*.py")):
+        for line, module, _ in _imports(path):
+            if module.startswith("tests") and not module.startswith(shared):
+                bad.append(f"{path.relative_to(REPO)}:{line} imports {module}")
+    assert not bad, "\n".join(bad)
