@@ -1,6 +1,7 @@
 """`vidur-fast`: dispatch to a command (simulate is the default) and print user errors."""
 
 import gc
+import os
 import sys
 
 from vidur_fast.errors import UserError
@@ -64,6 +65,10 @@ def main(argv: list[str] | None = None) -> int:
         _die(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
     except MemoryError:
         _die("out of memory: the workload or cluster is too large for this machine")
+    except BrokenPipeError:
+        # the reader of stdout stopped (`| head`): nothing left to say, and nothing to flush
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("interrupted (no run directory written)", file=sys.stderr)
         return 130

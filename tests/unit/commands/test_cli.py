@@ -74,3 +74,14 @@ def test_profiles_build_bad_parallelism_is_one_line():
     assert res.returncode == 2
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and "cluster.tp" in lines[0]
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--preset", "list"]])
+def test_a_closed_pipe_ends_the_command_quietly(args):
+    import subprocess
+    import sys
+
+    cmd = " ".join([sys.executable, "-m", "vidur_fast", *args]) + " | head -c 1 >/dev/null"
+    out = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True)
+    assert "Traceback" not in out.stderr and "BrokenPipe" not in out.stderr, out.stderr
+    assert out.returncode == 0
