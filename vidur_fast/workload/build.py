@@ -7,7 +7,12 @@ from vidur_fast.config.validate_workload import (
     validate_build_args,
     validate_workload,
 )
-from vidur_fast.config.workload import ClosedLoopWorkload, SyntheticWorkload, TraceWorkload
+from vidur_fast.config.workload import (
+    ClosedLoopWorkload,
+    SyntheticWorkload,
+    TraceLengths,
+    TraceWorkload,
+)
 from vidur_fast.errors import ConfigError, TraceError
 from vidur_fast.workload.clipping import clip_prompt, clip_proportional, first_over
 from vidur_fast.workload.columns import RowLocator
@@ -17,8 +22,9 @@ from vidur_fast.workload.generators import (
     draw_lengths,
     rng_for,
     scale_tokens,
+    trace_length_rows,
 )
-from vidur_fast.workload.hashes import derive_block_hashes, fit_block_hashes
+from vidur_fast.workload.hashes import derive_block_hashes, fit_block_hashes, gather_rows
 from vidur_fast.workload.readers import TOKEN_COLUMNS, TraceData, read_trace
 from vidur_fast.workload.table import RequestTable, make_table
 
@@ -47,6 +53,8 @@ def build_workload(
 
         return build_closed_loop(cfg, seed, where)[0]
     if isinstance(cfg, SyntheticWorkload):
+        if isinstance(cfg.lengths, TraceLengths):
+            return _build_synthetic_trace_lengths(cfg, seed, block_size, need_hashes, where)
         return _build_synthetic(cfg, seed, where)
     return _build_trace(cfg, block_size, need_hashes, where)
 
@@ -73,6 +81,54 @@ def _build_synthetic(cfg: SyntheticWorkload, seed: int, where: str) -> RequestTa
     if cfg.max_tokens is not None:
         prompt, decode = clip_proportional(prompt, decode, cfg.max_tokens)
     return make_table(arrivals, prompt, decode, source=_describe(cfg), copy=False)
+
+
+def _build_synthetic_trace_lengths(
+    cfg: SyntheticWorkload, seed: int, block_size: int, need_hashes: bool, where: str
+) -> RequestTable:
+    """Synthetic arrivals with lengths from a trace's rows; each request also carries its
+    row's session id and prefix-block hashes (when the file has them), so sessions and
+    prefix reuse of the trace survive."""
+    arrivals = draw_arrivals(
+        cfg.intervals, rng_for(seed, Stream.INTERVALS), cfg.num_requests, cfg.duration_s, where
+    )
+    if arrivals.size == 0:
+        raise ConfigError(
+            f"{where}.duration_s: no request arrives before {cfg.duration_s} s; "
+            "raise duration_s or the arrival rate"
+        )
+    lengths = cfg.lengths
+    data = read_trace(lengths.path, need_arrivals=False, need_hashes=need_hashes)
+    pick = trace_length_rows(lengths, seed, len(data), arrivals.size)
+    # per file row first, so a row taken twice gives the same request both times
+    prompt = scale_tokens(data.prompt_tokens, lengths.prefill_scale)
+    decode = scale_tokens(data.decode_tokens, lengths.decode_scale)
+    if cfg.max_tokens is not None:
+        prompt, decode = clip_proportional(prompt, decode, cfg.max_tokens)
+    hash_offsets = hashes = None
+    hash_block_size = 0
+    if need_hashes and data.block_ids is not None:
+        row_offsets, row_hashes, usable = _row_hashes(data, prompt, decode, block_size)
+        offsets, hashes = gather_rows(row_offsets, row_hashes, pick)
+        # blocks past a row's list get hashes private to the request, not to the row: a row
+        # taken twice shares only the blocks its trace names
+        keys = np.arange(pick.size, dtype=np.int64)
+        hash_offsets, hashes = fit_block_hashes(
+            offsets, hashes, usable[pick], prompt[pick] // block_size, keys
+        )
+        hash_block_size = block_size
+    return make_table(
+        arrivals,
+        prompt[pick],
+        decode[pick],
+        session_id=None if data.session_id is None else data.session_id[pick],
+        hash_offsets=hash_offsets,
+        hashes=hashes,
+        hash_block_size=hash_block_size,
+        source_row=data.row_index[pick],
+        source=_describe(cfg),
+        copy=False,
+    )
 
 
 def _describe(cfg: SyntheticWorkload) -> str:
@@ -168,6 +224,15 @@ def _engine_hashes(
     data: TraceData, prompt: np.ndarray, decode: np.ndarray, block_size: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Trace block ids -> chained engine-block hashes fitted to the final lengths."""
+    offsets, hashes, usable = _row_hashes(data, prompt, decode, block_size)
+    return fit_block_hashes(offsets, hashes, usable, prompt // block_size, data.row_index)
+
+
+def _row_hashes(
+    data: TraceData, prompt: np.ndarray, decode: np.ndarray, block_size: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each row's engine-block hashes (CSR) and how many of them stay valid after scaling or
+    clipping changed its lengths."""
     src = data.block_ids
     if block_size % src.block_size and src.block_size % block_size:
         raise TraceError(
@@ -186,6 +251,4 @@ def _engine_hashes(
     # After scaling/clipping: output-block hashes stay valid only while the prompt is unchanged.
     same_prompt = prompt == raw_prompt
     usable_tokens = np.where(same_prompt & src.covers_output, prompt + decode, prompt)
-    return fit_block_hashes(
-        offsets, hashes, usable_tokens // block_size, prompt // block_size, data.row_index
-    )
+    return offsets, hashes, usable_tokens // block_size

@@ -178,10 +178,17 @@ def draw_lengths(
     raise TypeError(f"{where}: no length sampler for {type(cfg).__name__}")
 
 
+def trace_length_rows(cfg: TraceLengths, seed: int, rows: int, size: int) -> np.ndarray:
+    """Which file row each of `size` requests takes: rows in a seeded random order (or file
+    order), wrapping around when exhausted."""
+    rng = rng_for(seed, Stream.TRACE_ORDER)
+    order = rng.permutation(rows) if cfg.shuffle else np.arange(rows)
+    return order[np.arange(size) % rows]
+
+
 def _trace_lengths(
     cfg: TraceLengths, rng: np.random.Generator, size: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Rows in a seeded random order (or file order), wrapping around when exhausted."""
     data = read_trace(cfg.path, need_arrivals=False)
     rows = len(data)
     order = rng.permutation(rows) if cfg.shuffle else np.arange(rows)

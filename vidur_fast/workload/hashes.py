@@ -103,6 +103,16 @@ def private_block_hashes(keys: np.ndarray, k: np.ndarray) -> np.ndarray:
     return out
 
 
+def gather_rows(
+    offsets: np.ndarray, hashes: np.ndarray, pick: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The hash lists (CSR) of rows pick[0], pick[1], ... (rows may repeat)."""
+    counts = np.diff(offsets)[pick]
+    new_offsets = offsets_from_counts(counts)
+    start = np.repeat(offsets[pick] - new_offsets[:-1], counts)
+    return new_offsets, hashes[start + np.arange(int(new_offsets[-1]), dtype=np.int64)]
+
+
 def fit_block_hashes(
     offsets: np.ndarray,
     hashes: np.ndarray,
