@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from vidur_fast.api import simulate
-from vidur_fast.vidur_compat import config_from_vidur_args
+from vidur_fast.config.vidur_flags import config_from_vidur_args
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 

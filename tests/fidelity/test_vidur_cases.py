@@ -1,6 +1,18 @@
 """Fidelity vs Vidur: replay every reference case through `vidur-compat` and compare the
-distributions of the chosen request metrics (each quantile within 5% of Vidur's)."""
+distributions of the chosen request metrics: each quantile within 3 % of Vidur's.
 
+Some quantiles are chaotic: a sub-millisecond scheduling delay (the wait for the next batch
+end while every pipeline stage is busy) moves by tens of percent when every stage time changes
+by 0.01 %, far below what any fitted timing model (Vidur's own forests have no fixed seed)
+reproduces. A quantile outside 3 % therefore passes only if it is shown to be chaotic and
+Vidur's value lies inside the spread: the case is re-run with every stage time scaled by
+1 + k * 1e-4 (|k| <= 10), the quantile's range over those runs must be wider than the
+tolerance, and Vidur's value must fall inside that range. A real difference of scheduling
+semantics shifts the whole range and still fails. bench/vidur_case_sensitivity.py prints the
+full spread of every quantile.
+"""
+
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -13,7 +25,9 @@ from tests.conftest import SHARED
 from vidur_fast.api import simulate
 from vidur_fast.config.vidur_flags import config_from_vidur_args
 
-TOLERANCE = 0.05
+TOLERANCE = 0.03
+PERTURBATION_STEP = 1e-4
+PERTURBATION_STEPS = 10
 
 
 def _case_dirs() -> list[Path]:
@@ -32,27 +46,63 @@ def _case_dirs() -> list[Path]:
 CASES = _case_dirs()
 
 
-@pytest.mark.skipif(not CASES, reason="no Vidur reference cases found")
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_vidur_case_quantiles_match(case):
-    spec = json.loads((case / "case.json").read_text())
+def _case_config(case: Path, spec: dict):
     subs = {"{PROFILES}": str(SHARED / "profiles" / "vidur_format"), "{CASE}": str(case)}
     args = []
     for a in spec["vidur_args"]:
         for k, v in subs.items():
             a = a.replace(k, v)
         args.append(a)
-    result = simulate(config_from_vidur_args(args))
-    ref = pd.read_csv(case / spec["compare"]["file"])
-    rows, worst = [], 0.0
-    for m in spec["compare"]["metrics"]:
-        ours = result.requests[m].dropna().to_numpy()
-        theirs = ref[m].dropna().to_numpy()
-        for q in spec["compare"]["quantiles"]:
-            a, b = float(np.quantile(ours, q)), float(np.quantile(theirs, q))
-            rel = (a - b) / b if b else 0.0
-            worst = max(worst, abs(rel))
-            rows.append(f"{m:<52} p{round(q * 100):<3} {a:>10.4f} {b:>10.4f} {100 * rel:+6.1f}%")
+    return config_from_vidur_args(args)
+
+
+def _quantiles(requests: pd.DataFrame, spec: dict) -> dict[tuple[str, float], float]:
+    return {
+        (m, q): float(np.quantile(requests[m].dropna().to_numpy(), q))
+        for m in spec["compare"]["metrics"]
+        for q in spec["compare"]["quantiles"]
+    }
+
+
+def _perturbed_ranges(cfg, spec: dict) -> dict[tuple[str, float], tuple[float, float]]:
+    """Each quantile's (min, max) over runs with every stage time scaled by 1 + k * step."""
+    cache: dict = {}
+    simulate(cfg, timing_cache=cache)
+    ((key, base),) = cache.items()
+    runs = []
+    for k in range(-PERTURBATION_STEPS, PERTURBATION_STEPS + 1):
+        f = 1.0 + k * PERTURBATION_STEP
+        grids = {n: np.asarray(v) * f for n, v in base.grids._asdict().items() if n != "counters"}
+        cache[key] = dataclasses.replace(base, grids=base.grids._replace(**grids))
+        runs.append(_quantiles(simulate(cfg, timing_cache=cache).requests, spec))
+    return {mq: (min(r[mq] for r in runs), max(r[mq] for r in runs)) for mq in runs[0]}
+
+
+@pytest.mark.skipif(not CASES, reason="no Vidur reference cases found")
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_vidur_case_quantiles_match(case):
+    spec = json.loads((case / "case.json").read_text())
+    cfg = _case_config(case, spec)
+    ours = _quantiles(simulate(cfg).requests, spec)
+    theirs = _quantiles(pd.read_csv(case / spec["compare"]["file"]), spec)
+    rel = {mq: (ours[mq] - b) / b if b else 0.0 for mq, b in theirs.items()}
+    outside = [mq for mq, r in rel.items() if abs(r) > TOLERANCE]
+    ranges = _perturbed_ranges(cfg, spec) if outside else {}
+    rows, failed = [], []
+    for (m, q), r in rel.items():
+        note = ""
+        if (m, q) in outside:
+            lo, hi = ranges[(m, q)]
+            b = theirs[(m, q)]
+            chaotic = (hi - lo) / b > TOLERANCE
+            inside = lo <= b <= hi
+            note = f"  perturbed {100 * (lo - b) / b:+.1f}..{100 * (hi - b) / b:+.1f}%"
+            if not (chaotic and inside):
+                failed.append(f"{m} p{round(q * 100)} {100 * r:+.1f}%{note}")
+        rows.append(
+            f"{m:<52} p{round(q * 100):<3} {ours[(m, q)]:>10.4f} {theirs[(m, q)]:>10.4f} "
+            f"{100 * r:+6.1f}%{note}"
+        )
     print(f"\n{case.name}: metric, quantile, vidur-fast, vidur, difference")
     print("\n".join(rows))
-    assert worst <= TOLERANCE, f"worst quantile difference {100 * worst:.1f}%"
+    assert not failed, "quantiles off by more than 3 % and not chaotic: " + "; ".join(failed)
