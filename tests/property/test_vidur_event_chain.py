@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from vidur_fast.kernels.dtypes import NEVER, NS_PER_S, SchedPolicy
 
-from tests.property.test_reference_diff import random_case
+from tests.helpers.random_cases import random_case
 from tests.reference.vidur_events import vidur_event_sim
 from vidur_fast.engine.run import run_engine
 
@@ -28,14 +28,15 @@ FIELDS = (
 
 
 def pp_case(policy: SchedPolicy, seed: int):
-    """random_case with 2-4 stages; one layer per stage so that all stages but the last
-    (which has no send/recv) take the same time and stage ends often tie."""
-    arrival_s, prompt, decode, sp, grids, tp, u_route = random_case(policy, 1000 + seed)
+    """random_case with 2-4 stages, no request rejected up front (Vidur has no such rule);
+    one layer per stage so that all stages but the last (which has no send/recv) take the
+    same time and stage ends often tie."""
+    case, sp, grids, tp = random_case(policy, 1000 + seed)
     pp = 2 + seed % 3
     cap = max(sp.batch_cap // sp.pp, 1) * pp
     sp = sp._replace(pp=pp, batch_cap=cap, max_micro_batch=cap // pp, max_batch_size=cap)
     tp = tp._replace(pp=pp, layers_per_stage=1)
-    return arrival_s, prompt, decode, sp, grids, tp, u_route
+    return case, sp, grids, tp
 
 
 @pytest.mark.parametrize("seed", range(CASES_PER_POLICY))
@@ -45,22 +46,24 @@ def pp_case(policy: SchedPolicy, seed: int):
     ids=lambda p: p.name.lower(),
 )
 def test_engine_equals_vidur_event_chain(policy, seed):
-    arrival_s, prompt, decode, sp, grids, tp, u_route = pp_case(policy, seed)
-    n = len(arrival_s)
+    case, sp, grids, tp = pp_case(policy, seed)
+    n = len(case.arrival_s)
     out = run_engine(
-        arrival_s,
-        prompt,
-        decode,
-        np.full(n, -1),
+        case.arrival_s,
+        case.prompt,
+        case.decode,
+        case.session,
         np.zeros(n + 1, dtype=np.int64),
         np.zeros(n, dtype=np.uint8),
         grids,
         tp,
         sp,
-        u_route,
+        case.u_route,
     )
-    arrival_ns = np.round(arrival_s * NS_PER_S).astype(np.int64)
-    ref = vidur_event_sim(arrival_ns, prompt, decode, sp, grids, tp, u_route)
+    arrival_ns = np.round(case.arrival_s * NS_PER_S).astype(np.int64)
+    ref = vidur_event_sim(
+        arrival_ns, case.prompt, case.decode, sp, grids, tp, case.u_route, case.session
+    )
     assert all(q.done_ns is not None for q in ref)
     for name in FIELDS:
         want = [NEVER if getattr(q, name) is None else getattr(q, name) for q in ref]

@@ -47,9 +47,9 @@ class _Replica:
         self.busy = [False] * pp
 
 
-def vidur_event_sim(arrival_ns, prompt, decode, p, grids, tparams, u_route):
+def vidur_event_sim(arrival_ns, prompt, decode, p, grids, tparams, u_route, session=None):
     """Simulate to completion with Vidur's event chain. Same inputs as naive_sim (policies
-    that allow pp > 1); returns the per-request objects."""
+    that allow pp > 1; no request rejected up front); returns the per-request objects."""
     policy = SchedPolicy(p.policy)
     assert policy != SchedPolicy.VLLM_V1, "vllm_v1 has no pipeline stages"
     reqs = [
@@ -60,6 +60,7 @@ def vidur_event_sim(arrival_ns, prompt, decode, p, grids, tparams, u_route):
             decode=int(decode[k]),
             total=int(prompt[k]) + int(decode[k]),
             asked_decode=int(decode[k]),
+            session=-1 if session is None else int(session[k]),
         )
         for k in range(len(arrival_ns))
     ]
@@ -68,7 +69,7 @@ def vidur_event_sim(arrival_ns, prompt, decode, p, grids, tparams, u_route):
         _Replica(SCHEDULERS[policy](p, CountedBlockPool(p.num_blocks)), pp)
         for _ in range(p.n_replicas)
     ]
-    router = Router(p.router, p.n_replicas)
+    router = Router(p.router, p.n_replicas, p.router_imbalance)
     heap: list = []
     seq = itertools.count()
 
@@ -87,7 +88,8 @@ def vidur_event_sim(arrival_ns, prompt, decode, p, grids, tparams, u_route):
             targets = set()
             for req in sorted(global_queue, key=lambda q: (q.arrival_ns, q.rid)):
                 waiting = [len(x.sched.waiting) for x in reps]
-                req.replica = router.route(req, float(u_route[req.rid]), waiting)
+                pools = [x.sched.pool for x in reps]
+                req.replica = router.route(req, float(u_route[req.rid]), waiting, pools)
                 reps[req.replica].sched.add_request(req)
                 targets.add(req.replica)
             global_queue.clear()
@@ -103,7 +105,7 @@ def vidur_event_sim(arrival_ns, prompt, decode, p, grids, tparams, u_route):
                         continue
                     break
                 rep.running += 1
-                feats = batch_features(items, tparams, rep.sched.is_decode)
+                feats = batch_features(items, tparams, rep.sched.is_decode, rep.sched.kv_before)
                 for req, _ in items:
                     if req.sched_ns is None:
                         req.sched_ns = t
