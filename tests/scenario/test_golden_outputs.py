@@ -118,14 +118,14 @@ CASES = {
 }
 
 GOLDEN = {
-    "v1_prefix_aware": "8b90fd0336a7771d09165bfe252a3f8c35c7051881fb835d740da25f444b4da9",
-    "v1_async_sticky": "026a0a6f0ee9b664acb185370defdd352135f92fa8eff99f6f5585828465a95c",
-    "v1_preempting": "9728bae1657aba728455fc3670d34ba79f3c5fbec26105c7e8af170ec56e98f6",
-    "sarathi_pp2": "eca027dde7d74e5cd7e5974cc4b13aa9ff216512f2a844f9f3f5262824e4edd2",
-    "vllm_v0_random": "8dabb7a247627c42ad6930e134106c152c7a6be22a7afaa69306accbd4ad4672",
-    "orca": "02ddab9f5710bcfe61a93bd39198460e35a3919d4232c9a2c25b54043078fb79",
-    "faster_transformer": "04859c78f0f0594768a766ecaa97664ff459352078f9a41d7240cbf526451a14",
-    "lightllm_least_waiting": "289a4355d130a1c0ad5d9fcc910da038c77a1d24633aa533ee517abb5c59d101",
+    "v1_prefix_aware": "9cb3b9b8ec5c84ace4ad908ca113905b706fddebc6e42695ba598880dbd13c73",
+    "v1_async_sticky": "499d807577401963705f9d0e04b14a58bf64c92d1390d60fab7197f477b9e277",
+    "v1_preempting": "f1801e18e96c4950b9582a1812f263f479bc2fe33446b2f3af87e3b2ab4f998c",
+    "sarathi_pp2": "d6304e96a16f8e9b52c78392ad5ab188467f261821362daa8440be39a19c6326",
+    "vllm_v0_random": "5db7de09262ad53020b59dd9396d8e5265a6f567b938142bb2d8d6858dcbc3df",
+    "orca": "ca8a293ca18acc7c071255abef304ea2067c9c9ee3e0f928ce66f7943c912dfe",
+    "faster_transformer": "6a01e444380f42f5bb4c47a5888052623897ab3f14ddb6e3535127c2afc5eaf5",
+    "lightllm_least_waiting": "ee5fc839bdda756738275d9b8ace2c36cde1d29fd7d80e0a03af5454d7f5e91e",
 }
 
 

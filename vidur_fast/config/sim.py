@@ -243,6 +243,10 @@ class OutputConfig:
     """trace.json holds batches formed at or before this simulated time (0 = to the end)."""
     overwrite: bool = False
     """Replace an existing run directory."""
+    vidur_plots: Literal["none", "main", "canary"] = "none"
+    """Also write Vidur's plots/ CSV and JSON files (CDFs per request metric; canary: 101
+    quantiles, per-replica copies and replica_prefix_cache_metrics.json), for scripts written
+    against Vidur's outputs. vidur-compat sets it to the line of its command."""
 
 
 @dataclass(frozen=True)

@@ -172,6 +172,10 @@ def validate_router(cfg: SimConfig) -> None:
 def validate_output(out: OutputConfig) -> None:
     """Field rules of the output options (whether the directory can be written is the
     writer's check, made before the run)."""
+    if out.vidur_plots not in ("none", "main", "canary"):
+        raise ConfigError(
+            f"output.vidur_plots: must be one of none, main, canary (got {out.vidur_plots!r})"
+        )
     if out.trace_every < 1:
         raise ConfigError(f"output.trace_every: must be >= 1 (got {out.trace_every})")
     if not out.trace_start_s >= 0:

@@ -419,7 +419,7 @@ def read_vidur_command(argv: list[str], embedded_fallback: bool = False) -> Vidu
     data["scheduler"] = _scheduler(f, line, max_tokens)
     data["router"] = _router(f, line)
     _predictor(f, data, embedded_fallback, cmd)
-    data["output"] = _outputs(f, cmd)
+    data["output"] = {**_outputs(f, cmd), "vidur_plots": line}
     ignored = [k for k in f.flags if k not in f.used and k.startswith(IGNORED_PREFIXES)]
     unknown = [k for k in f.flags if k not in f.used and k not in ignored]
     if unknown:

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-VIDUR_REQUEST_COLUMNS = {"request_id": "Request Id"}
+# the request table's names -> Vidur's (canary names the arrival time request_arrived_at)
+VIDUR_REQUEST_COLUMNS = {"request_id": "Request Id", "arrived_at": "request_arrived_at"}
 
 
 def _arrow_column(values: np.ndarray):

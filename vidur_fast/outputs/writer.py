@@ -107,6 +107,10 @@ def write_run(result: Result, out: OutputConfig) -> Path:
                 job.result()
         if out.write_plots or out.write_trace:
             _write_views(tmp, result, out, path.name)
+        if out.vidur_plots != "none":
+            from vidur_fast.outputs.vidur_layout import write_vidur_plots
+
+            write_vidur_plots(result.requests, tmp / "plots", out.vidur_plots)
         if path.exists():
             shutil.rmtree(path)
         os.replace(tmp, path)

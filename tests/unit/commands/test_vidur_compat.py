@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from tests.conftest import REPO
@@ -207,3 +208,33 @@ def test_bad_canary_input_is_one_line(workdir, capsys, args, needle):
     assert len(lines) == 1 and lines[0].startswith("error: "), err
     assert needle in lines[0], lines[0]
     assert not (workdir / "simulator_output").exists()
+
+
+def test_canary_runs_write_vidurs_plot_files(workdir, capsys):
+    code, out, err = run(GUIDE, capsys)
+    assert code == 0, err
+    plots = run_dir(out) / "plots"
+    cdf = pd.read_csv(plots / "prefill_e2e_time.csv")
+    assert list(cdf.columns) == ["cdf", "prefill_e2e_time"] and len(cdf) == 101
+    wise = pd.read_csv(plots / "prefill_e2e_time_replicawise.csv")
+    assert sorted(wise["replica"].unique()) == list(range(8))
+    cache = json.loads((plots / "replica_prefix_cache_metrics.json").read_text())
+    hits = sum(v["cached_tokens_sum"] for v in cache.values())
+    summary = json.loads((run_dir(out) / "summary.json").read_text())
+    assert hits == summary["prefix_cache_hit_tokens"]
+    header = (run_dir(out) / "request_metrics.csv").read_text().splitlines()[0].split(",")
+    for name in (
+        "Request Id",
+        "replica",
+        "request_arrived_at",
+        "request_num_prefill_tokens_cached",
+    ):
+        assert name in header
+
+
+def test_main_runs_write_vidurs_cdf_files(workdir, capsys):
+    code, out, err = run(["--synthetic_request_generator_config_num_requests", "30"], capsys)
+    assert code == 0, err
+    cdf = pd.read_csv(run_dir(out) / "plots" / "request_scheduling_delay.csv", index_col=0)
+    assert list(cdf.columns) == ["Request Id", "request_scheduling_delay", "cdf"]
+    assert cdf["cdf"].is_monotonic_increasing and cdf["cdf"].iloc[-1] == 1.0
