@@ -9,6 +9,15 @@ from vidur_fast.validate import ValidateConfig, format_report, run_validation, w
 
 
 def cmd_validate(argv: list[str]) -> int:
+    # aiconfigurator's silicon corpus: the installed one, or a file with its own columns
+    from vidur_fast.validation_silicon.sample import is_silicon_sample
+
+    if "--silicon-sample" in argv or (argv and is_silicon_sample(argv[0])):
+        from vidur_fast.validation_silicon.run import cmd_validate_silicon
+
+        if argv[0] != "--silicon-sample" and not argv[0].startswith("-"):
+            argv = ["--file", argv[0], *argv[1:]]
+        return cmd_validate_silicon([a for a in argv if a != "--silicon-sample"])
     # the CSV may come first, as a bare positional argument
     if argv and not argv[0].startswith("-"):
         argv = ["--csv", argv[0], *argv[1:]]

@@ -1,0 +1,280 @@
+"""`vidur-fast validate --silicon-sample`: simulate rows of aiconfigurator's silicon corpus.
+
+Each selected row becomes a closed-loop validation row (`vidur_fast.validate`), simulated with
+the same settings as any benchmark CSV; the report groups the rows by (model, system,
+precision) and adds a physics check of what each row's measured throughput implies.
+"""
+
+import math
+import sys
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pandas as pd
+
+from vidur_fast.errors import ConfigError, UserError
+from vidur_fast.validate import ValidateConfig, aggregate, resolve_device, simulate_row
+from vidur_fast.validation_silicon.physics import check_row
+from vidur_fast.validation_silicon.sample import SiliconRow, read_silicon_sample
+
+# GEMM precisions the timing tables are fitted for (PredictorConfig.precision)
+MODELLED_PRECISIONS = ("bf16", "fp8", "fp8_block")
+
+
+@dataclass(frozen=True)
+class SiliconValidateConfig:
+    """Simulate rows of aiconfigurator's silicon corpus and report the errors per group."""
+
+    silicon_sample: bool = True
+    """Read the corpus shipped in the installed aiconfigurator-core package."""
+    file: str | None = None
+    """A CSV with the corpus's own 34 columns instead of the installed one."""
+    backend: str = "vllm"
+    """Only rows of this backend ('all' = every backend; the others are listed as not
+    modelled)."""
+    mode: str = "all"
+    """Only rows of this mode (agg, disagg; 'all' = both)."""
+    model: tuple[str, ...] = ()
+    """Only rows whose model_path contains one of these (case-insensitive)."""
+    system: tuple[str, ...] = ()
+    """Only rows of these systems (aiconfigurator names like h200_sxm or catalog names)."""
+    max_rows_per_group: int = 0
+    """Simulate at most this many rows of each (model, system, precision) group, spread over
+    the group (0 = all)."""
+    out: str | None = None
+    """Write the per-row results (with the physics columns) as CSV here."""
+    sim: ValidateConfig = field(default_factory=lambda: ValidateConfig(csv=""))
+    """Simulation settings, as for `vidur-fast validate FILE.csv` (csv is ignored)."""
+    quiet: bool = False
+    """Print only the group table and the aggregate."""
+
+
+def _system_matches(system: str, wanted: tuple[str, ...]) -> bool:
+    if not wanted:
+        return True
+    names = {system.lower()}
+    try:
+        names.add(resolve_device(system))
+    except UserError:
+        pass
+    return any(w.lower() in names for w in wanted)
+
+
+def select_rows(rows: list[SiliconRow], cfg: SiliconValidateConfig) -> list[SiliconRow]:
+    out = []
+    for r in rows:
+        b = r.bench
+        if cfg.backend != "all" and b.backend != cfg.backend.lower():
+            continue
+        if cfg.mode != "all" and b.mode != cfg.mode.lower():
+            continue
+        if cfg.model and not any(m.lower() in b.model.lower() for m in cfg.model):
+            continue
+        if not _system_matches(b.device, cfg.system):
+            continue
+        out.append(r)
+    if cfg.max_rows_per_group > 0:
+        groups: dict[tuple, list[SiliconRow]] = {}
+        for r in out:
+            groups.setdefault(group_key(r), []).append(r)
+        keep = set()
+        for g in groups.values():
+            n = len(g)
+            idx = np.unique(np.linspace(0, n - 1, min(n, cfg.max_rows_per_group)).round())
+            keep.update(g[int(i)].bench.index for i in idx)
+        out = [r for r in out if r.bench.index in keep]
+    return out
+
+
+def group_key(r: SiliconRow) -> tuple[str, str, str]:
+    return (r.bench.model, r.bench.device, r.precision)
+
+
+def _prefilter(r: SiliconRow) -> str:
+    if r.skipped:
+        return r.skipped
+    if r.precision not in MODELLED_PRECISIONS:
+        return (
+            f"precision {r.precision}: not in the timing model (modelled: "
+            f"{', '.join(MODELLED_PRECISIONS)})"
+        )
+    return ""
+
+
+def simulate_silicon(cfg: SiliconValidateConfig, progress=None) -> pd.DataFrame:
+    """One record per selected row: measured, simulated, errors, physics check, skip reason."""
+    if cfg.max_rows_per_group < 0:
+        raise ConfigError(f"max_rows_per_group: must be >= 0 (got {cfg.max_rows_per_group})")
+    rows = select_rows(read_silicon_sample(cfg.file), cfg)
+    if not rows:
+        raise ConfigError(
+            "silicon sample: no row matches the filters (backend, mode, model, system)"
+        )
+    sim_cfg = replace(cfg.sim, csv=cfg.file or "silicon_sample.csv")
+    recs = []
+    for r in rows:
+        b = r.bench
+        reason = _prefilter(r)
+        sim_ttft = sim_tpot = math.nan
+        if not reason:
+            res = simulate_row(b, sim_cfg)
+            reason, sim_ttft, sim_tpot = res.skipped, res.sim_ttft_ms, res.sim_tpot_ms
+        phys = None
+        if not r.skipped:
+            try:
+                device = resolve_device(b.device)
+            except UserError:
+                device = ""
+            if device:
+                phys = check_row(b.model, device, r.precision, b.tp, b.pp, b.concurrency,
+                                 b.isl, b.osl, b.ttft_ms, b.tpot_ms)  # fmt: skip
+        rec = {
+            "row": b.index,
+            "id": b.id,
+            "model": b.model,
+            "system": b.device,
+            "precision": r.precision,
+            "campaign": r.campaign,
+            "measured": r.measured,
+            "backend_version": b.backend_version,
+            "tp": b.tp,
+            "pp": b.pp,
+            "concurrency": b.concurrency,
+            "concurrency_recorded": r.concurrency_recorded,
+            "isl": b.isl,
+            "osl": b.osl,
+            "measured_ttft_ms": b.ttft_ms,
+            "sim_ttft_ms": sim_ttft,
+            "ttft_err_pct": 100 * (sim_ttft - b.ttft_ms) / b.ttft_ms,
+            "measured_tpot_ms": b.tpot_ms,
+            "sim_tpot_ms": sim_tpot,
+            "tpot_err_pct": 100 * (sim_tpot - b.tpot_ms) / b.tpot_ms,
+            "prefill_tflops_per_gpu": phys.prefill_tflops_per_gpu if phys else math.nan,
+            "prefill_util": phys.prefill_util if phys else math.nan,
+            "gemm_util": phys.gemm_util if phys else math.nan,
+            "tpot_floor_ms": phys.tpot_floor_ms if phys else math.nan,
+            "physics": phys.flag if phys else "",
+            "skipped": reason,
+        }
+        recs.append(rec)
+        if progress is not None:
+            progress(rec)
+    return pd.DataFrame(recs)
+
+
+def _stats(e: np.ndarray) -> tuple[float, float]:
+    e = e[np.isfinite(e)]
+    return (float(np.mean(np.abs(e))), float(np.mean(e))) if e.size else (math.nan, math.nan)
+
+
+def group_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, system, precision): rows, simulated, TTFT/TPOT MAPE and bias, physics."""
+    recs = []
+    for (model, system, prec), g in df.groupby(["model", "system", "precision"], sort=False):
+        ok = g[g["skipped"] == ""]
+        tm, tb = _stats(ok["ttft_err_pct"].to_numpy(dtype=np.float64))
+        pm, pb = _stats(ok["tpot_err_pct"].to_numpy(dtype=np.float64))
+        gu = g["gemm_util"].to_numpy(dtype=np.float64)
+        recs.append(
+            {
+                "model": model,
+                "system": system,
+                "precision": prec,
+                "rows": len(g),
+                "simulated": len(ok),
+                "ttft_mape": tm,
+                "ttft_bias": tb,
+                "tpot_mape": pm,
+                "tpot_bias": pb,
+                "physics_flagged": int((g["physics"] != "").sum()),
+                "max_gemm_util": float(np.nanmax(gu)) if np.isfinite(gu).any() else math.nan,
+            }
+        )
+    return pd.DataFrame(recs)
+
+
+def _pct(x: float, signed: bool = False) -> str:
+    if not math.isfinite(x):
+        return "-"
+    return f"{x:+.1f}" if signed else f"{x:.1f}"
+
+
+def format_groups(df: pd.DataFrame, per_row: bool = False) -> str:
+    lines = []
+    if per_row:
+        ok = df[df["skipped"] == ""]
+        lines.append(
+            f"{'row':>5} {'model':<34} {'system':<9} {'prec':<6} {'tp':>2} {'conc':>4} "
+            f"{'isl':>5} {'osl':>5} {'ttft meas':>9} {'sim':>9} {'err%':>7} "
+            f"{'tpot meas':>9} {'sim':>7} {'err%':>7} {'gemm':>5}"
+        )
+        for r in ok.itertuples(index=False):
+            lines.append(
+                f"{r.row:>5} {r.model[:34]:<34} {r.system[:9]:<9} {r.precision[:6]:<6} "
+                f"{r.tp:>2} {r.concurrency:>4} {r.isl:>5} {r.osl:>5} "
+                f"{r.measured_ttft_ms:>9.1f} {r.sim_ttft_ms:>9.1f} {r.ttft_err_pct:>+7.1f} "
+                f"{r.measured_tpot_ms:>9.2f} {r.sim_tpot_ms:>7.2f} {r.tpot_err_pct:>+7.1f} "
+                f"{r.gemm_util:>5.2f}"
+            )
+    for r in df[df["skipped"] != ""].itertuples(index=False):
+        lines.append(f"not simulated: row {r.row} ({r.id}): {r.skipped}")
+    for r in df[df["physics"] != ""].itertuples(index=False):
+        lines.append(
+            f"physics: row {r.row} ({r.model}, {r.system}, tp{r.tp}, c{r.concurrency}, "
+            f"{r.isl}/{r.osl}): {r.physics}"
+        )
+    g = group_table(df)
+    lines.append("")
+    lines.append(
+        f"{'model':<34} {'system':<9} {'prec':<9} {'rows':>4} {'sim':>4} "
+        f"{'TTFT MAPE':>9} {'bias':>7} {'TPOT MAPE':>9} {'bias':>7} {'phys':>4} {'gemm':>5}"
+    )
+    for r in g.itertuples(index=False):
+        lines.append(
+            f"{r.model[:34]:<34} {r.system[:9]:<9} {r.precision[:9]:<9} {r.rows:>4} "
+            f"{r.simulated:>4} {_pct(r.ttft_mape):>9} {_pct(r.ttft_bias, True):>7} "
+            f"{_pct(r.tpot_mape):>9} {_pct(r.tpot_bias, True):>7} {r.physics_flagged:>4} "
+            f"{(f'{r.max_gemm_util:.2f}' if math.isfinite(r.max_gemm_util) else '-'):>5}"
+        )
+    agg = aggregate(df)
+    lines.append(
+        f"rows {agg['rows']}: simulated {agg['simulated']}, not simulated {agg['skipped']}, "
+        f"physics-flagged {int((df['physics'] != '').sum())}"
+    )
+    for m, label in (("ttft", "mean TTFT"), ("tpot", "mean TPOT")):
+        a = agg[m]
+        if a.get("count"):
+            lines.append(
+                f"{label}: MAPE {a['mape_pct']:.1f}%  bias {a['bias_pct']:+.1f}%  "
+                f"median APE {a['median_ape_pct']:.1f}%  max APE {a['max_ape_pct']:.1f}%"
+            )
+    lines.append(
+        "gemm = largest fraction of each second the replica needs for the prefill GEMMs alone "
+        "(measured GEMM tables, every prompt computed); phys = rows above the device"
+    )
+    return "\n".join(lines)
+
+
+def cmd_validate_silicon(argv: list[str]) -> int:
+    import tyro
+
+    from vidur_fast.cli_errors import parse_args_or_raise
+
+    cfg = parse_args_or_raise(
+        lambda: tyro.cli(SiliconValidateConfig, args=argv, prog="vidur-fast validate"),
+        "vidur-fast validate",
+    )
+
+    def progress(rec: dict) -> None:
+        if not cfg.quiet:
+            what = rec["skipped"] or (
+                f"ttft {rec['sim_ttft_ms']:.1f} ms ({rec['ttft_err_pct']:+.1f}%), "
+                f"tpot {rec['sim_tpot_ms']:.2f} ms ({rec['tpot_err_pct']:+.1f}%)"
+            )
+            print(f"row {rec['row']}: {what}", file=sys.stderr)
+
+    df = simulate_silicon(cfg, progress=progress)
+    print(format_groups(df, per_row=not cfg.quiet))
+    if cfg.out:
+        df.to_csv(cfg.out, index=False)
+    return 0
