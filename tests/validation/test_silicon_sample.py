@@ -101,3 +101,20 @@ def test_cli_filters_and_bad_input(tmp_path, capsys):
         main(["validate", "--silicon-sample", "--model", "no-such-model"])
     assert exc.value.code == 2
     assert "no row matches" in capsys.readouterr().err
+
+
+def test_campaign_facts(rows):
+    from vidur_fast.validation_silicon.campaigns import campaign_for, client_lengths
+
+    llama = [
+        r for r in rows if r.bench.model == "meta-llama/Llama-3.1-70B" and r.bench.backend == "vllm"
+    ]
+    assert llama and {campaign_for(r).name for r in llama} == {"inferencex"}
+    c = campaign_for(llama[0])
+    assert (c.kv_cache_dtype, c.length_range_ratio, c.prefix_caching) == ("fp8", 0.8, False)
+    qwen = [r for r in rows if r.bench.model == "Qwen/Qwen3-32B" and r.precision == "bf16"]
+    assert {campaign_for(r).name for r in qwen} == {"gap-analysis"}
+    assert campaign_for(qwen[0]).kv_cache_dtype == ""  # nothing stated: validator defaults
+    p, d = client_lengths(1024, 8192, 4000, 0.8, seed=0)
+    assert p.min() >= 819 and p.max() <= 1024 and d.min() >= 6553 and d.max() <= 8192
+    assert abs(p.mean() - 0.9 * 1024) < 5

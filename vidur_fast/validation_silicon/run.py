@@ -7,13 +7,17 @@ precision) and adds a physics check of what each row's measured throughput impli
 
 import math
 import sys
+import tempfile
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from vidur_fast.errors import ConfigError, UserError
-from vidur_fast.validate import ValidateConfig, aggregate, resolve_device, simulate_row
+from vidur_fast.validate import ValidateConfig, aggregate, resolve_device, row_config
+from vidur_fast.validate_csv import BenchRow
+from vidur_fast.validation_silicon.campaigns import Campaign, campaign_for, client_lengths
 from vidur_fast.validation_silicon.physics import check_row
 from vidur_fast.validation_silicon.sample import SiliconRow, read_silicon_sample
 
@@ -43,6 +47,10 @@ class SiliconValidateConfig:
     the group (0 = all)."""
     out: str | None = None
     """Write the per-row results (with the physics columns) as CSV here."""
+    campaign_facts: bool = True
+    """Simulate each row with what its campaign's published benchmark scripts state (KV-cache
+    dtype, the client's length distribution and request count; docs/validation.md). False:
+    the validator's defaults for every row."""
     sim: ValidateConfig = field(default_factory=lambda: ValidateConfig(csv=""))
     """Simulation settings, as for `vidur-fast validate FILE.csv` (csv is ignored)."""
     quiet: bool = False
@@ -111,14 +119,54 @@ def simulate_silicon(cfg: SiliconValidateConfig, progress=None) -> pd.DataFrame:
             "silicon sample: no row matches the filters (backend, mode, model, system)"
         )
     sim_cfg = replace(cfg.sim, csv=cfg.file or "silicon_sample.csv")
+    with tempfile.TemporaryDirectory(prefix="vidur-fast-silicon-") as tmp:
+        return pd.DataFrame(_simulate_rows(rows, cfg, sim_cfg, Path(tmp), progress))
+
+
+def _simulate(
+    b: BenchRow, sim_cfg: ValidateConfig, camp: Campaign | None, tmp: Path
+) -> tuple[str, float, float]:
+    """(skip reason, simulated mean TTFT ms, mean TPOT ms) of one row, with the campaign's
+    stated settings when `camp` is given."""
+    from vidur_fast.api import simulate
+    from vidur_fast.workload.config import TraceLengths
+
+    try:
+        if camp is not None and camp.requests_per_client:
+            b = replace(b, num_requests=camp.requests_per_client * b.concurrency)
+        cfg = row_config(b, sim_cfg)
+        if camp is not None and camp.kv_cache_dtype:
+            cfg = replace(cfg, predictor=replace(cfg.predictor, kv_cache_dtype=camp.kv_cache_dtype))
+        if camp is not None and camp.length_range_ratio < 1.0:
+            n = cfg.workload.num_requests
+            p, d = client_lengths(b.isl, b.osl, n, camp.length_range_ratio, sim_cfg.seed + b.index)
+            path = tmp / f"lengths_{b.index}.csv"
+            pd.DataFrame({"num_prefill_tokens": p, "num_decode_tokens": d}).to_csv(
+                path, index=False
+            )
+            lengths = TraceLengths(path=str(path), shuffle=False)
+            cfg = replace(cfg, workload=replace(cfg.workload, lengths=lengths))
+        res = simulate(cfg)
+    except UserError as exc:
+        return str(exc).splitlines()[0], math.nan, math.nan
+    cl = res.summary["closed_loop"]
+    if cl["ttft"].get("count", 0) == 0:
+        return "no request completed in the measurement window", math.nan, math.nan
+    tpot = cl["tpot"].get("mean", math.nan) if cl["tpot"].get("count", 0) else math.nan
+    return "", 1e3 * cl["ttft"]["mean"], 1e3 * tpot
+
+
+def _simulate_rows(rows, cfg: SiliconValidateConfig, sim_cfg: ValidateConfig, tmp: Path, progress):
     recs = []
     for r in rows:
         b = r.bench
         reason = _prefilter(r)
         sim_ttft = sim_tpot = math.nan
+        camp = campaign_for(r)
         if not reason:
-            res = simulate_row(b, sim_cfg)
-            reason, sim_ttft, sim_tpot = res.skipped, res.sim_ttft_ms, res.sim_tpot_ms
+            reason, sim_ttft, sim_tpot = _simulate(
+                b, sim_cfg, camp if cfg.campaign_facts else None, tmp
+            )
         phys = None
         if not r.skipped:
             try:
@@ -135,6 +183,7 @@ def simulate_silicon(cfg: SiliconValidateConfig, progress=None) -> pd.DataFrame:
             "system": b.device,
             "precision": r.precision,
             "campaign": r.campaign,
+            "campaign_facts": camp.name if (camp and cfg.campaign_facts) else "",
             "measured": r.measured,
             "backend_version": b.backend_version,
             "tp": b.tp,
@@ -159,7 +208,7 @@ def simulate_silicon(cfg: SiliconValidateConfig, progress=None) -> pd.DataFrame:
         recs.append(rec)
         if progress is not None:
             progress(rec)
-    return pd.DataFrame(recs)
+    return recs
 
 
 def _stats(e: np.ndarray) -> tuple[float, float]:

@@ -40,6 +40,8 @@ class SiliconRow:
     """Weight/GEMM quantization of the row ("bf16" when the corpus leaves it empty)."""
     campaign: str
     """The measurement campaign (source file and container image, per-row ids removed)."""
+    source: str
+    """The row's silicon_data_source as written."""
     measured: str
     """Measurement date, when the source records one."""
     concurrency_recorded: bool
@@ -188,6 +190,7 @@ def read_silicon_sample(path: str | Path | None = None) -> list[SiliconRow]:
                 bench=bench,
                 precision=precision,
                 campaign=campaign_of(rec["silicon_data_source"]),
+                source=str(rec["silicon_data_source"]),
                 measured=src.get("measured", "")[:10],
                 concurrency_recorded=conc is not None,
                 skipped=skipped,
