@@ -21,6 +21,8 @@ from vidur_fast.errors import ConfigError
         ("meta-llama/Meta-Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-8B", ""),
         ("neuralmagic/Meta-Llama-3.1-70B-Instruct-FP8-dynamic", "meta-llama/Llama-3.1-70B", "fp8"),
         ("meta-llama/Llama-2-7b-chat-hf", "meta-llama/Llama-2-7b-hf", ""),
+        ("nvidia/Llama-3.3-70B-Instruct-FP8", "meta-llama/Llama-3.1-70B", "fp8"),
+        ("nvidia/Llama-3.3-70B-Instruct-FP4", "meta-llama/Llama-3.1-70B", "nvfp4"),
     ],
 )
 def test_resolves(name, catalog, quant):

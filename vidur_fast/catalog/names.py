@@ -36,6 +36,9 @@ QUANT_SUFFIXES: dict[str, tuple[str, str]] = {
 # Publishers whose `-FP8` checkpoints are block-scaled (128x128) rather than per-tensor.
 BLOCK_FP8_ORGS = ("qwen", "deepseek-ai")
 TUNING_SUFFIXES = ("instruct", "chat", "it", "hf", "base")
+# Releases that reuse another release's architecture unchanged (Meta: Llama 3.3 70B has the
+# Llama 3.1 70B architecture; only the weights differ).
+SAME_ARCHITECTURE = {"llama-3.3-70b": "Llama-3.1-70B"}
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,9 @@ def resolve_model_name(name: str) -> ResolvedModel:
     candidates = [base]
     if base.lower().startswith("meta-llama-"):
         candidates.append(base[len("meta-") :])  # Meta-Llama-3.1-8B -> Llama-3.1-8B
+    candidates += [
+        SAME_ARCHITECTURE[c.lower()] for c in candidates if c.lower() in SAME_ARCHITECTURE
+    ]
     for cand in candidates:
         hit = _match(cat, cand)
         if hit is None:  # the catalog entry may carry a tuning suffix itself (Llama-2-7b-hf)

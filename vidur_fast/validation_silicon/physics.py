@@ -50,6 +50,11 @@ class PhysicsCheck:
     """Weight-read time of one decode step (HBM bound)."""
     flag: str
     """"" when physically possible, else what exceeds the device."""
+    tpot_floor_bf16_kv_ms: float = math.nan
+    """Weight read plus reading every sequence's KV cache in bf16 at its mean context
+    (isl + osl / 2), the batch being `concurrency` sequences."""
+    note: str = ""
+    """What the row implies without being impossible (e.g. a KV cache narrower than bf16)."""
 
 
 def peak_tflops(device: str, precision: str) -> float:
@@ -131,7 +136,17 @@ def check_row(model: str, device: str, precision: str, tp: int, pp: int, concurr
         flags.append(f"prefill GEMMs need {gemm_util:.2f} s per s (measured {precision} GEMMs)")
     if tpot_ms < floor_ms:
         flags.append(f"TPOT {tpot_ms:.2f} ms < weight read {floor_ms:.2f} ms")
-    return PhysicsCheck(tflops, peak, util, gemm_util, floor_ms, "; ".join(flags))
+    kv_bytes = m.num_layers * 2 * m.kv_heads_per_worker(tp) * m.head_dim * 2.0 / pp
+    kv_ms = concurrency * (isl + osl / 2) * kv_bytes / (bw * 1e9) * 1e3
+    note = ""
+    if not flags and tpot_ms < floor_ms + kv_ms:
+        note = (
+            f"TPOT {tpot_ms:.2f} ms < weight + bf16 KV read {floor_ms + kv_ms:.2f} ms at "
+            f"{concurrency} sequences: fp8 KV cache or fewer sequences per step"
+        )
+    return PhysicsCheck(
+        tflops, peak, util, gemm_util, floor_ms, "; ".join(flags), floor_ms + kv_ms, note
+    )
 
 
 def fmt_util(x: float) -> str:

@@ -203,6 +203,7 @@ def _simulate_rows(rows, cfg: SiliconValidateConfig, sim_cfg: ValidateConfig, tm
             "gemm_util": phys.gemm_util if phys else math.nan,
             "tpot_floor_ms": phys.tpot_floor_ms if phys else math.nan,
             "physics": phys.flag if phys else "",
+            "physics_note": phys.note if phys else "",
             "skipped": reason,
         }
         recs.append(rec)
@@ -272,6 +273,11 @@ def format_groups(df: pd.DataFrame, per_row: bool = False) -> str:
             f"physics: row {r.row} ({r.model}, {r.system}, tp{r.tp}, c{r.concurrency}, "
             f"{r.isl}/{r.osl}): {r.physics}"
         )
+    for r in df[df["physics_note"] != ""].itertuples(index=False):
+        lines.append(
+            f"note: row {r.row} ({r.model}, {r.system}, tp{r.tp}, c{r.concurrency}, "
+            f"{r.isl}/{r.osl}): {r.physics_note}"
+        )
     g = group_table(df)
     lines.append("")
     lines.append(
@@ -290,18 +296,33 @@ def format_groups(df: pd.DataFrame, per_row: bool = False) -> str:
         f"rows {agg['rows']}: simulated {agg['simulated']}, not simulated {agg['skipped']}, "
         f"physics-flagged {int((df['physics'] != '').sum())}"
     )
-    for m, label in (("ttft", "mean TTFT"), ("tpot", "mean TPOT")):
-        a = agg[m]
-        if a.get("count"):
-            lines.append(
-                f"{label}: MAPE {a['mape_pct']:.1f}%  bias {a['bias_pct']:+.1f}%  "
-                f"median APE {a['median_ape_pct']:.1f}%  max APE {a['max_ape_pct']:.1f}%"
-            )
+    lines.extend(_aggregate_lines(agg))
+    # the same over rows that are physically consistent and state their client concurrency
+    sound = df[(df["physics"] == "") & df["concurrency_recorded"].astype(bool)]
+    if len(sound) < len(df):
+        a2 = aggregate(sound)
+        lines.append(
+            f"rows physically consistent, concurrency recorded: {a2['rows']} "
+            f"(simulated {a2['simulated']})"
+        )
+        lines.extend("  " + ln for ln in _aggregate_lines(a2))
     lines.append(
         "gemm = largest fraction of each second the replica needs for the prefill GEMMs alone "
         "(measured GEMM tables, every prompt computed); phys = rows above the device"
     )
     return "\n".join(lines)
+
+
+def _aggregate_lines(agg: dict) -> list[str]:
+    out = []
+    for m, label in (("ttft", "mean TTFT"), ("tpot", "mean TPOT")):
+        a = agg[m]
+        if a.get("count"):
+            out.append(
+                f"{label}: MAPE {a['mape_pct']:.1f}%  bias {a['bias_pct']:+.1f}%  "
+                f"median APE {a['median_ape_pct']:.1f}%  max APE {a['max_ape_pct']:.1f}%"
+            )
+    return out
 
 
 def cmd_validate_silicon(argv: list[str]) -> int:
