@@ -51,6 +51,9 @@ class SiliconValidateConfig:
     """Simulate each row with what its campaign's published benchmark scripts state (KV-cache
     dtype, the client's length distribution and request count; docs/validation.md). False:
     the validator's defaults for every row."""
+    prompt_pool: int = 0
+    """What-if for a client that reuses a pool of this many prompts (aiperf's default dataset:
+    100), with the engine's prefix caching: applied to every selected row (0 = off)."""
     sim: ValidateConfig = field(default_factory=lambda: ValidateConfig(csv=""))
     """Simulation settings, as for `vidur-fast validate FILE.csv` (csv is ignored)."""
     quiet: bool = False
@@ -124,7 +127,7 @@ def simulate_silicon(cfg: SiliconValidateConfig, progress=None) -> pd.DataFrame:
 
 
 def _simulate(
-    b: BenchRow, sim_cfg: ValidateConfig, camp: Campaign | None, tmp: Path
+    b: BenchRow, sim_cfg: ValidateConfig, camp: Campaign | None, tmp: Path, prompt_pool: int = 0
 ) -> tuple[str, float, float]:
     """(skip reason, simulated mean TTFT ms, mean TPOT ms) of one row, with the campaign's
     stated settings when `camp` is given."""
@@ -146,6 +149,8 @@ def _simulate(
             )
             lengths = TraceLengths(path=str(path), shuffle=False)
             cfg = replace(cfg, workload=replace(cfg.workload, lengths=lengths))
+        if prompt_pool:
+            cfg = replace(cfg, workload=replace(cfg.workload, prompt_pool=prompt_pool))
         res = simulate(cfg)
     except UserError as exc:
         return str(exc).splitlines()[0], math.nan, math.nan
@@ -165,7 +170,7 @@ def _simulate_rows(rows, cfg: SiliconValidateConfig, sim_cfg: ValidateConfig, tm
         camp = campaign_for(r)
         if not reason:
             reason, sim_ttft, sim_tpot = _simulate(
-                b, sim_cfg, camp if cfg.campaign_facts else None, tmp
+                b, sim_cfg, camp if cfg.campaign_facts else None, tmp, cfg.prompt_pool
             )
         phys = None
         if not r.skipped:

@@ -45,7 +45,7 @@ def build_workload(
         # arrivals are decided during the run; see workload.closed_loop for the plan
         from vidur_fast.workload.closed_loop import build_closed_loop
 
-        return build_closed_loop(cfg, seed, where)[0]
+        return build_closed_loop(cfg, seed, where, block_size)[0]
     if isinstance(cfg, SyntheticWorkload):
         return _build_synthetic(cfg, seed, where)
     return _build_trace(cfg, block_size, need_hashes, where)

@@ -88,10 +88,13 @@ def validate_closed_loop(cfg: ClosedLoopWorkload, where: str = "workload") -> No
     _finite_at_least(f"{where}.response_ms", cfg.response_ms, 0.0)
     if not isinstance(cfg.schedule_ahead, bool):
         _fail(f"{where}.schedule_ahead", "must be true or false", cfg.schedule_ahead)
+    _int_at_least(f"{where}.prompt_pool", cfg.prompt_pool, 0)
+    if cfg.prompt_pool and cfg.max_tokens is not None:
+        _fail(f"{where}.prompt_pool", "cannot be combined with max_tokens", cfg.prompt_pool)
 
 
 def build_closed_loop(
-    cfg: ClosedLoopWorkload, seed: int, where: str = "workload"
+    cfg: ClosedLoopWorkload, seed: int, where: str = "workload", block_size: int = 16
 ) -> tuple[RequestTable, ClosedLoopPlan]:
     """Request lengths in release order (arrivals +inf except each client's first) and the
     plan the engine runs the loop with. Same cfg and seed give identical arrays."""
@@ -113,9 +116,16 @@ def build_closed_loop(
     arrival = np.full(n, np.inf)
     arrival[:n_clients] = start
     lengths = type(cfg.lengths).__name__
+    pool: dict = {}
+    if cfg.prompt_pool:  # a reused prompt pool: lengths and prefix-block ids per pool entry
+        from vidur_fast.workload.prompt_pool import pool_prompts
+
+        _, prompt, offsets, hashes = pool_prompts(prompt, cfg.prompt_pool, seed, block_size)
+        pool = {"hash_offsets": offsets, "hashes": hashes, "hash_block_size": block_size}
     table = make_table(
-        arrival, prompt, decode, source=f"closed_loop({cfg.concurrency} clients, {lengths})"
-    )
+        arrival, prompt, decode, source=f"closed_loop({cfg.concurrency} clients, {lengths})",
+        **pool,
+    )  # fmt: skip
     plan = ClosedLoopPlan(
         n_clients=n_clients,
         start_s=start,
