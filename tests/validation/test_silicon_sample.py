@@ -118,3 +118,16 @@ def test_campaign_facts(rows):
     p, d = client_lengths(1024, 8192, 4000, 0.8, seed=0)
     assert p.min() >= 819 and p.max() <= 1024 and d.min() >= 6553 and d.max() <= 8192
     assert abs(p.mean() - 0.9 * 1024) < 5
+
+
+def test_bad_options_are_one_line(capsys):
+    for args, needle in (
+        (["--max-rows-per-group", "-1"], "max_rows_per_group: must be >= 0"),
+        (["--prompt-pool", "-3"], "prompt_pool: must be >= 0"),
+        (["--file", "/nonexistent/silicon.csv"], "no such file"),
+    ):
+        with pytest.raises(SystemExit) as exc:
+            main(["validate", "--silicon-sample", *args])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err.strip()
+        assert needle in err and "\n" not in err and "Traceback" not in err

@@ -116,6 +116,8 @@ def simulate_silicon(cfg: SiliconValidateConfig, progress=None) -> pd.DataFrame:
     """One record per selected row: measured, simulated, errors, physics check, skip reason."""
     if cfg.max_rows_per_group < 0:
         raise ConfigError(f"max_rows_per_group: must be >= 0 (got {cfg.max_rows_per_group})")
+    if cfg.prompt_pool < 0:
+        raise ConfigError(f"prompt_pool: must be >= 0 (got {cfg.prompt_pool})")
     rows = select_rows(read_silicon_sample(cfg.file), cfg)
     if not rows:
         raise ConfigError(
