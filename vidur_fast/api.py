@@ -67,7 +67,8 @@ def simulate(
     closed_plan = None
     need_hashes = False
     if isinstance(cfg.workload, ClosedLoopWorkload):
-        wl, closed_plan = build_closed_loop(cfg.workload, cfg.seed)
+        wl, closed_plan = build_closed_loop(cfg.workload, cfg.seed, block_size=setup.block_size)
+        need_hashes = _needs_hashes(cfg) and wl.has_hashes  # a prompt pool (prefix reuse)
     else:
         need_hashes = _needs_hashes(cfg)
         wl = build_workload(

@@ -106,3 +106,20 @@ def test_tests_share_code_only_through_helpers():
             if module.startswith("tests") and not module.startswith(shared):
                 bad.append(f"{path.relative_to(REPO)}:{line} imports {module}")
     assert not bad, "\n".join(bad)
+
+
+def test_every_package_folder_is_installed():
+    """pyproject.toml lists every folder of the package (a missing one is left out of a
+    wheel while an editable install still finds it)."""
+    import tomllib
+
+    listed = set(
+        tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    folders = {
+        ".".join(p.parent.relative_to(REPO).parts)
+        for p in PACKAGE.rglob("__init__.py")
+        if "__pycache__" not in p.parts
+    }
+    assert folders <= listed, sorted(folders - listed)
+    assert {"vidur_fast.kernels", "vidur_fast.profiles"} <= listed

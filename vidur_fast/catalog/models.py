@@ -140,7 +140,8 @@ def get_model(name: str) -> ModelSpec:
     for full, data in cat.items():
         if key in (full.lower(), full.split("/")[-1].lower()):
             return ModelSpec(**data)
-    raise ConfigError(
-        f"cluster.model: unknown model {name!r}; available: {', '.join(cat)} "
-        "(or a path to a Hugging Face config.json)"
-    )
+    # a checkpoint name (fine-tuned, quantized): its catalog architecture, or a ConfigError
+    # naming the closest catalog entries
+    from vidur_fast.catalog.names import resolve_model_name
+
+    return ModelSpec(**cat[resolve_model_name(name).catalog_name])

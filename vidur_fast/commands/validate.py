@@ -1,14 +1,28 @@
-"""`vidur-fast validate FILE.csv [--plot PATH]`: argument handling and printing."""
+"""`vidur-fast validate FILE.csv [--plot PATH]` and `validate --silicon-sample`: argument
+handling and printing."""
 
 import json
 import sys
 
 import tyro
 
+from vidur_fast.commands.errors import parse_args_or_raise
 from vidur_fast.validation.run import ValidateConfig, format_report, run_validation, write_plot
+from vidur_fast.validation.silicon.run import (
+    SiliconValidateConfig,
+    format_groups,
+    simulate_silicon,
+)
 
 
 def cmd_validate(argv: list[str]) -> int:
+    # aiconfigurator's silicon corpus: the installed one, or a file with its own columns
+    from vidur_fast.validation.silicon.sample import is_silicon_sample
+
+    if "--silicon-sample" in argv or (argv and is_silicon_sample(argv[0])):
+        if argv[0] != "--silicon-sample" and not argv[0].startswith("-"):
+            argv = ["--file", argv[0], *argv[1:]]
+        return cmd_validate_silicon([a for a in argv if a != "--silicon-sample"])
     # the CSV may come first, as a bare positional argument
     if argv and not argv[0].startswith("-"):
         argv = ["--csv", argv[0], *argv[1:]]
@@ -29,4 +43,25 @@ def cmd_validate(argv: list[str]) -> int:
         print(f"plot: {cfg.plot}")
     if cfg.quiet:
         print(json.dumps(agg))
+    return 0
+
+
+def cmd_validate_silicon(argv: list[str]) -> int:
+    cfg = parse_args_or_raise(
+        lambda: tyro.cli(SiliconValidateConfig, args=argv, prog="vidur-fast validate"),
+        "vidur-fast validate",
+    )
+
+    def progress(rec: dict) -> None:
+        if not cfg.quiet:
+            what = rec["skipped"] or (
+                f"ttft {rec['sim_ttft_ms']:.1f} ms ({rec['ttft_err_pct']:+.1f}%), "
+                f"tpot {rec['sim_tpot_ms']:.2f} ms ({rec['tpot_err_pct']:+.1f}%)"
+            )
+            print(f"row {rec['row']}: {what}", file=sys.stderr)
+
+    df = simulate_silicon(cfg, progress=progress)
+    print(format_groups(df, per_row=not cfg.quiet))
+    if cfg.out:
+        df.to_csv(cfg.out, index=False)
     return 0

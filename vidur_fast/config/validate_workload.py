@@ -181,3 +181,6 @@ def validate_closed_loop(cfg: ClosedLoopWorkload, where: str = "workload") -> No
     _finite_at_least(f"{where}.response_ms", cfg.response_ms, 0.0)
     if not isinstance(cfg.schedule_ahead, bool):
         _fail(f"{where}.schedule_ahead", "must be true or false", cfg.schedule_ahead)
+    _int_at_least(f"{where}.prompt_pool", cfg.prompt_pool, 0)
+    if cfg.prompt_pool and cfg.max_tokens is not None:
+        _fail(f"{where}.prompt_pool", "cannot be combined with max_tokens", cfg.prompt_pool)

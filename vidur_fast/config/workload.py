@@ -183,6 +183,10 @@ class ClosedLoopWorkload:
     """The engine forms step k+1 while step k runs (vLLM's async scheduling, on by default
     since vLLM 0.12): a request reaching a replica during a step joins the step after next at
     the earliest. For a synchronous engine model only (closed loop only)."""
+    prompt_pool: int = 0
+    """Requests draw their prompt from this many distinct prompts, with replacement, as a load
+    generator reusing its dataset entries does (aiperf: 100); repeated prompts hit the prefix
+    cache. 0: every prompt distinct (workload/prompt_pool.py)."""
 
 
 TraceFormat = Literal["auto", "vidur", "mooncake", "azure"]

@@ -51,7 +51,7 @@ def build_workload(
         # arrivals are decided during the run; see workload.closed_loop for the plan
         from vidur_fast.workload.closed_loop import build_closed_loop
 
-        return build_closed_loop(cfg, seed, where)[0]
+        return build_closed_loop(cfg, seed, where, block_size)[0]
     if isinstance(cfg, SyntheticWorkload):
         if isinstance(cfg.lengths, TraceLengths):
             return _build_synthetic_trace_lengths(cfg, seed, block_size, need_hashes, where)

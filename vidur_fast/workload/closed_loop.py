@@ -43,7 +43,7 @@ class ClosedLoopPlan:
 
 
 def build_closed_loop(
-    cfg: ClosedLoopWorkload, seed: int, where: str = "workload"
+    cfg: ClosedLoopWorkload, seed: int, where: str = "workload", block_size: int = 16
 ) -> tuple[RequestTable, ClosedLoopPlan]:
     """Request lengths in release order (arrivals +inf except each client's first) and the
     plan the engine runs the loop with. Same cfg and seed give identical arrays."""
@@ -65,9 +65,16 @@ def build_closed_loop(
     arrival = np.full(n, np.inf)
     arrival[:n_clients] = start
     lengths = type(cfg.lengths).__name__
+    pool: dict = {}
+    if cfg.prompt_pool:  # a reused prompt pool: lengths and prefix-block ids per pool entry
+        from vidur_fast.workload.prompt_pool import pool_prompts
+
+        _, prompt, offsets, hashes = pool_prompts(prompt, cfg.prompt_pool, seed, block_size)
+        pool = {"hash_offsets": offsets, "hashes": hashes, "hash_block_size": block_size}
     table = make_table(
-        arrival, prompt, decode, source=f"closed_loop({cfg.concurrency} clients, {lengths})"
-    )
+        arrival, prompt, decode, source=f"closed_loop({cfg.concurrency} clients, {lengths})",
+        **pool,
+    )  # fmt: skip
     plan = ClosedLoopPlan(
         n_clients=n_clients,
         start_s=start,

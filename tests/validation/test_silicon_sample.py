@@ -1,0 +1,133 @@
+"""`vidur-fast validate --silicon-sample`: aiconfigurator's silicon corpus as validation rows."""
+
+import pytest
+
+from vidur_fast.commands.main import main
+from vidur_fast.validation.silicon.physics import check_row
+from vidur_fast.validation.silicon.run import (
+    SiliconValidateConfig,
+    group_table,
+    select_rows,
+    simulate_silicon,
+)
+from vidur_fast.validation.silicon.sample import (
+    campaign_of,
+    is_silicon_sample,
+    read_silicon_sample,
+    sample_path,
+)
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return read_silicon_sample()
+
+
+def test_installed_sample_is_found_and_mapped(rows):
+    assert sample_path().name == "silicon_sample.csv" and is_silicon_sample(sample_path())
+    dense = SiliconValidateConfig(
+        mode="agg",
+        model=("Qwen/Qwen3-32B", "meta-llama/Llama-3.1-70B", "nvidia/Llama-3.1-8B-Instruct-FP8"),
+        system=("h100", "h200_sxm", "b200"),
+    )
+    sel = select_rows(rows, dense)
+    assert len(sel) == 339
+    qwen = [r for r in sel if r.bench.model == "Qwen/Qwen3-32B" and r.precision == "bf16"]
+    assert len(qwen) == 90
+    r = qwen[0]
+    assert (r.bench.device, r.bench.tp, r.bench.concurrency, r.bench.isl, r.bench.osl) == (
+        "h100_sxm", 2, 8, 1024, 128
+    )  # fmt: skip
+    assert r.concurrency_recorded and r.bench.precision == ""
+    # nvfp4 rows: kept, not simulated later; MoE / other backends are skipped with a reason
+    assert sum(r.precision == "nvfp4" for r in sel) == 60
+    moe = [r for r in rows if "MiniMax" in r.bench.model and r.bench.backend == "vllm"]
+    assert moe and all("mixture-of-experts" in r.skipped for r in moe if r.bench.mode == "agg")
+    other = [r for r in rows if r.bench.backend == "trtllm"]
+    assert other and all("only vllm" in r.skipped or "mode" in r.skipped for r in other)
+
+
+def test_campaign_label_drops_per_row_ids():
+    src = (
+        "source_file=/a/b/data/h200_sxm/vllm/0.12.0/x.csv; silicon_concurrency=64; "
+        "gtl_task_id=7; image=nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.8.0"
+    )
+    assert (
+        campaign_of(src)
+        == "source_file=0.12.0/x.csv; image=nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.8.0"
+    )
+
+
+def test_physics_flags_prefill_beyond_measured_gemms():
+    # Llama-3.1-8B-FP8 on one H200, c64, isl 2000 / osl 100: 1.7 PFLOP/s of prefill per GPU
+    c = check_row("nvidia/Llama-3.1-8B-Instruct-FP8", "h200", "fp8", 1, 1, 64, 2000, 100,
+                  121.73, 9.74)  # fmt: skip
+    assert 1600 < c.prefill_tflops_per_gpu < 1800 and 0.8 < c.prefill_util < 0.9
+    assert c.gemm_util > 1.0 and "prefill GEMMs" in c.flag
+    # the calibration group is well inside the device
+    q = check_row("Qwen/Qwen3-32B", "h100", "bf16", 2, 1, 8, 1024, 128, 154.2, 18.04)
+    assert q.flag == "" and q.gemm_util < 0.2 and q.tpot_floor_ms < 18.04
+
+
+def test_small_subset_aggregate(capsys):
+    cfg = SiliconValidateConfig(
+        model=("Qwen/Qwen3-32B", "Llama-3.1-70B"), system=("h100", "b200"), mode="agg",
+        max_rows_per_group=2, quiet=True,
+    )  # fmt: skip
+    df = simulate_silicon(cfg)
+    g = group_table(df).set_index(["model", "system", "precision"])
+    qwen = g.loc[("Qwen/Qwen3-32B", "h100_sxm", "bf16")]
+    assert qwen.rows == qwen.simulated == 2
+    assert qwen.ttft_mape < 40 and qwen.tpot_mape < 10
+    fp4 = g.loc[("meta-llama/Llama-3.1-70B", "b200_sxm", "nvfp4")]
+    assert fp4.rows == 2 and fp4.simulated == 0
+    assert (df[df.precision == "nvfp4"].skipped.str.contains("precision nvfp4")).all()
+
+
+def test_cli_filters_and_bad_input(tmp_path, capsys):
+    rc = main(["validate", "--silicon-sample", "--model", "Qwen3-32B", "--system", "h100_sxm",
+               "--mode", "agg", "--max-rows-per-group", "1", "--quiet"])  # fmt: skip
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "Qwen/Qwen3-32B" in out and "TTFT MAPE" in out
+    bad = tmp_path / "s.csv"
+    bad.write_text("id,silicon_data_source,silicon_ttft_ms\nx,y,1\n")
+    with pytest.raises(SystemExit) as exc:
+        main(["validate", str(bad)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "missing silicon-sample column(s)" in err and "\n" not in err
+    with pytest.raises(SystemExit) as exc:
+        main(["validate", "--silicon-sample", "--model", "no-such-model"])
+    assert exc.value.code == 2
+    assert "no row matches" in capsys.readouterr().err
+
+
+def test_campaign_facts(rows):
+    from vidur_fast.validation.silicon.campaigns import campaign_for, client_lengths
+
+    llama = [
+        r for r in rows if r.bench.model == "meta-llama/Llama-3.1-70B" and r.bench.backend == "vllm"
+    ]
+    assert llama and {campaign_for(r).name for r in llama} == {"inferencex"}
+    c = campaign_for(llama[0])
+    assert (c.kv_cache_dtype, c.length_range_ratio, c.prefix_caching) == ("fp8", 0.8, False)
+    qwen = [r for r in rows if r.bench.model == "Qwen/Qwen3-32B" and r.precision == "bf16"]
+    assert {campaign_for(r).name for r in qwen} == {"gap-analysis"}
+    assert campaign_for(qwen[0]).kv_cache_dtype == ""  # nothing stated: validator defaults
+    p, d = client_lengths(1024, 8192, 4000, 0.8, seed=0)
+    assert p.min() >= 819 and p.max() <= 1024 and d.min() >= 6553 and d.max() <= 8192
+    assert abs(p.mean() - 0.9 * 1024) < 5
+
+
+def test_bad_options_are_one_line(capsys):
+    for args, needle in (
+        (["--max-rows-per-group", "-1"], "max_rows_per_group: must be >= 0"),
+        (["--prompt-pool", "-3"], "prompt_pool: must be >= 0"),
+        (["--file", "/nonexistent/silicon.csv"], "no such file"),
+    ):
+        with pytest.raises(SystemExit) as exc:
+            main(["validate", "--silicon-sample", *args])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err.strip()
+        assert needle in err and "\n" not in err and "Traceback" not in err

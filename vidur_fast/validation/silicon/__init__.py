@@ -1,0 +1,1 @@
+"""Validation against aiconfigurator's silicon corpus (measured serving benchmarks)."""

@@ -1,0 +1,87 @@
+"""What each measurement campaign of the silicon corpus ran: engine flags and client settings.
+
+A campaign is recognised from its `silicon_data_source` text. Only settings that the
+campaign's own published benchmark scripts state are recorded here (docs/validation.md,
+"What the silicon corpus measured"); nothing is fitted to the measurements. A row whose
+campaign is not recognised is simulated with the validator's defaults.
+"""
+
+import re
+from dataclasses import dataclass
+
+from vidur_fast.validation.silicon.sample import SiliconRow
+
+
+@dataclass(frozen=True)
+class Campaign:
+    name: str
+    """Short label used in reports."""
+    pattern: str
+    """Regular expression matched against the row's silicon_data_source and model."""
+    description: str
+    kv_cache_dtype: str = ""
+    """KV-cache dtype the engine ran with ("" = the validator's default, the model dtype)."""
+    length_range_ratio: float = 1.0
+    """The client draws each prompt and output length uniformly from [ratio x L, L]
+    (1.0 = fixed lengths)."""
+    requests_per_client: int = 0
+    """Requests sent per client (0 = the validator's default)."""
+    prefix_caching: bool | None = None
+    """Whether the engine ran with prefix caching (None = not stated)."""
+    prompts_repeat: bool | None = None
+    """Whether the client reuses a small pool of prompts (so cached prefixes hit)."""
+
+
+CAMPAIGNS: tuple[Campaign, ...] = (
+    Campaign(
+        name="inferencex",
+        pattern=r"source_file=\d{4}-\d{2}-\d{2}\.csv; model=Llama-3\.1-70B",
+        description=(
+            "public InferenceMAX/InferenceX sweep (Llama-3.3-70B-Instruct FP8/FP4 checkpoints, "
+            "vllm/vllm-openai image): vllm serve --kv-cache-dtype fp8 --async-scheduling "
+            "--no-enable-prefix-caching --max-num-batched-tokens 8192 --max-num-seqs CONC; "
+            "client benchmark_serving.py --dataset-name random --random-range-ratio 0.8 "
+            "--num-prompts 10*CONC --max-concurrency CONC --ignore-eos"
+        ),
+        kv_cache_dtype="fp8",
+        length_range_ratio=0.8,
+        requests_per_client=10,
+        prefix_caching=False,
+        prompts_repeat=False,
+    ),
+    Campaign(
+        name="dynamo-gtl",
+        pattern=r"image=nvcr\.io/nvidia/ai-dynamo/vllm-runtime",
+        description=(
+            "NVIDIA Dynamo vllm-runtime container (vLLM 0.12.0 inside Dynamo 0.8.0), "
+            "Dynamo frontend; client concurrency not recorded"
+        ),
+    ),
+    Campaign(
+        name="gap-analysis",
+        pattern=r"aic-auto-gap-analysis",
+        description=(
+            "aiconfigurator gap-analysis sweeps, vLLM 0.12.0, client concurrency recorded per "
+            "row; engine flags and load generator not published"
+        ),
+    ),
+)
+
+
+def campaign_for(row: SiliconRow) -> Campaign | None:
+    text = f"{row.source}; model={row.bench.model}"
+    for c in CAMPAIGNS:
+        if re.search(c.pattern, text):
+            return c
+    return None
+
+
+def client_lengths(isl: int, osl: int, n: int, ratio: float, seed: int):
+    """Per-request (prompt, output) lengths of a client drawing each uniformly from
+    [int(ratio x L), L], as `benchmark_serving.py --dataset-name random` does."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    p = rng.integers(int(isl * ratio), isl, size=n, endpoint=True)
+    d = rng.integers(max(int(osl * ratio), 2), max(osl, 2), size=n, endpoint=True)
+    return p, d

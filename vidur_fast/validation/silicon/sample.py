@@ -1,0 +1,210 @@
+"""Rows of aiconfigurator's silicon corpus (`silicon_sample.csv`, 34 columns) as validation rows.
+
+The corpus ships inside the installed `aiconfigurator_core` package; each row is one measured
+serving benchmark (backend, model, system, parallelism, isl/osl, client concurrency, mean TTFT
+and TPOT) with a free-text `silicon_data_source` naming the campaign it came from.
+"""
+
+import math
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import pandas as pd
+
+from vidur_fast.catalog.names import stated_quantization
+from vidur_fast.errors import ConfigError, TraceError
+from vidur_fast.validation.bench_csv import BenchRow
+
+SAMPLE_PACKAGE = "aiconfigurator_core"
+SAMPLE_RESOURCE = ("systems", "silicon_sample.csv")
+REQUIRED_COLUMNS = (
+    "id", "silicon_data_source", "backend", "backend_version", "model_path", "system",
+    "precision", "mode", "isl", "osl", "gemm_quant_mode", "batch_size", "tp_size", "pp_size",
+    "silicon_ttft_ms", "silicon_tpot_ms",
+)  # fmt: skip
+# Families whose checkpoints are mixture-of-experts (the simulator models dense layers only).
+MOE_NAME = re.compile(
+    r"deepseek-(v\d|r\d)|kimi-k\d|minimax-m\d|gpt-oss|mixtral|glm-[45]|-a\d+b\b|qwen3\.5-\d+b",
+    re.IGNORECASE,
+)
+# source keys that identify one measurement, not the campaign
+PER_ROW_KEYS = ("config_id", "silicon_concurrency", "gtl_task_id", "workflow_run_id", "measured")
+
+
+@dataclass(frozen=True)
+class SiliconRow:
+    bench: BenchRow
+    precision: str
+    """Weight/GEMM quantization of the row ("bf16" when the corpus leaves it empty)."""
+    campaign: str
+    """The measurement campaign (source file and container image, per-row ids removed)."""
+    source: str
+    """The row's silicon_data_source as written."""
+    measured: str
+    """Measurement date, when the source records one."""
+    concurrency_recorded: bool
+    """The source states the client concurrency (else batch_size stands in for it)."""
+    skipped: str = ""
+    """Why the row is not simulated before any simulation is tried ("" = try it)."""
+
+
+def sample_path() -> Path:
+    """The silicon corpus of the installed aiconfigurator-core package."""
+    try:
+        root = resources.files(SAMPLE_PACKAGE)
+    except ModuleNotFoundError:
+        raise ConfigError(
+            f"silicon sample: package {SAMPLE_PACKAGE} is not installed (pip install "
+            "aiconfigurator-core)"
+        ) from None
+    path = Path(str(root.joinpath(*SAMPLE_RESOURCE)))
+    if not path.is_file():
+        raise ConfigError(f"silicon sample: {SAMPLE_PACKAGE} has no {'/'.join(SAMPLE_RESOURCE)}")
+    return path
+
+
+def source_fields(source: str) -> dict[str, str]:
+    """`key=value; key=value` pairs of a silicon_data_source (a bare item is kept as itself)."""
+    out: dict[str, str] = {}
+    for part in str(source).split(";"):
+        part = part.strip()
+        if not part:
+            continue
+        key, sep, value = part.partition("=")
+        if sep:
+            out[key.strip()] = value.strip()
+        elif "/" in part and ":" in part:
+            out["image"] = part
+        else:
+            out[part] = ""
+    return out
+
+
+def campaign_of(source: str) -> str:
+    """A campaign label: the source's fields without per-row ids, file names without folders."""
+    parts = []
+    for key, value in source_fields(source).items():
+        if key in PER_ROW_KEYS:
+            continue
+        if key == "source_file":
+            value = value.replace("\\", "/").rsplit("/", 2)
+            value = "/".join(value[-2:]) if len(value) > 1 else value[0]
+        parts.append(f"{key}={value}" if value else key)
+    return "; ".join(parts)
+
+
+def is_moe(model: str) -> bool:
+    return bool(MOE_NAME.search(model))
+
+
+def _str(v) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    return str(v).strip()
+
+
+def _int(path: Path, i: int, col: str, v, low: int = 1) -> int | None:
+    s = _str(v)
+    if s == "":
+        return None
+    try:
+        x = float(s)
+    except ValueError:
+        x = math.nan
+    if not math.isfinite(x) or x != int(x) or x < low:
+        raise TraceError(
+            f"{path}: row {i + 1}: column {col}: expected an integer >= {low}, got {s!r}"
+        )
+    return int(x)
+
+
+def _ms(path: Path, i: int, col: str, v) -> float:
+    try:
+        x = float(_str(v))
+    except ValueError:
+        x = math.nan
+    if not math.isfinite(x) or x <= 0:
+        raise TraceError(f"{path}: row {i + 1}: column {col}: expected a number > 0, got {v!r}")
+    return x
+
+
+def read_silicon_sample(path: str | Path | None = None) -> list[SiliconRow]:
+    """Every row of a silicon corpus file (default: the installed package's)."""
+    path = Path(path) if path is not None else sample_path()
+    try:
+        df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except FileNotFoundError:
+        raise TraceError(f"{path}: no such file") from None
+    except (OSError, ValueError, pd.errors.ParserError) as exc:
+        raise TraceError(f"{path}: cannot read as CSV: {str(exc).splitlines()[0]}") from None
+    missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
+    if missing:
+        raise TraceError(f"{path}: missing silicon-sample column(s): {', '.join(missing)}")
+    if df.empty:
+        raise TraceError(f"{path}: no data rows")
+    rows = []
+    for i, rec in enumerate(df.to_dict("records")):
+        src = source_fields(rec["silicon_data_source"])
+        model = _str(rec["model_path"])
+        mode = _str(rec["mode"]).lower()
+        backend = _str(rec["backend"]).lower()
+        tp = _int(path, i, "tp_size", rec["tp_size"])
+        pp = _int(path, i, "pp_size", rec["pp_size"])
+        batch = _int(path, i, "batch_size", rec["batch_size"])
+        conc = _int(path, i, "silicon_data_source", src.get("silicon_concurrency"))
+        precision = (
+            _str(rec["gemm_quant_mode"]) or _str(rec["precision"]) or stated_quantization(model)
+        ).lower() or "bf16"
+        skipped = ""
+        if mode != "agg":
+            skipped = f"mode {mode or '(empty)'}: only aggregated serving (agg) is modelled"
+        elif backend != "vllm":
+            skipped = f"backend {backend}: only vllm is modelled (vLLM v1 scheduler and kernels)"
+        elif is_moe(model):
+            skipped = f"model {model}: mixture-of-experts layers are not modelled"
+        elif tp is None or (conc or batch) is None:
+            skipped = "tp_size/batch_size empty"
+        bench = BenchRow(
+            index=i,
+            id=_str(rec["id"]) or f"row{i + 1}",
+            model=model,
+            device=_str(rec["system"]),
+            tp=tp or 1,
+            pp=pp or 1,
+            concurrency=conc or batch or 1,
+            isl=_int(path, i, "isl", rec["isl"]) or 1,
+            osl=_int(path, i, "osl", rec["osl"]) or 1,
+            precision="" if precision == "bf16" else precision,
+            kv_cache_dtype="",
+            backend=backend,
+            backend_version=_str(rec["backend_version"]),
+            mode=mode,
+            num_requests=0,
+            ttft_ms=_ms(path, i, "silicon_ttft_ms", rec["silicon_ttft_ms"]),
+            tpot_ms=_ms(path, i, "silicon_tpot_ms", rec["silicon_tpot_ms"]),
+        )
+        rows.append(
+            SiliconRow(
+                bench=bench,
+                precision=precision,
+                campaign=campaign_of(rec["silicon_data_source"]),
+                source=str(rec["silicon_data_source"]),
+                measured=src.get("measured", "")[:10],
+                concurrency_recorded=conc is not None,
+                skipped=skipped,
+            )
+        )
+    return rows
+
+
+def is_silicon_sample(path: str | Path) -> bool:
+    """Whether a CSV file has the silicon corpus's own columns (its header names them)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            header = fh.readline()
+    except OSError:
+        return False
+    cols = {c.strip() for c in header.split(",")}
+    return "silicon_data_source" in cols and "silicon_ttft_ms" in cols
