@@ -3,8 +3,11 @@ and canary lines), into a run directory laid out as Vidur names it."""
 
 import datetime
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Literal
+
+import tyro
 
 from vidur_fast.api import simulate
 from vidur_fast.config.vidur_flags import CANARY, accepted_flags, read_vidur_command
@@ -13,6 +16,7 @@ from vidur_fast.outputs.console import format_summary
 from vidur_fast.outputs.writer import check_output_dir, write_run
 
 USAGE = """usage: vidur-fast vidur-compat [VIDUR FLAGS] [--output-dir DIR]
+       vidur-fast vidur-compat explore --config-path CONFIG.yml --output-dir DIR [...]
 
 Runs a Vidur command line unchanged (main line, or canary when any canary-only flag or value
 appears: vllm_v1, --cache_config_*, lop/sticky routers, the trace generator, random_forest).
@@ -50,8 +54,88 @@ def _take_output_dir(argv: list[str]) -> tuple[str | None, list[str]]:
     return None, argv
 
 
+@dataclass(frozen=True)
+class ExplorerArgs:
+    """Vidur's config explorer: per job of the YAML the highest QPS whose scheduling-delay
+    quantile meets the SLO; OUTPUT/results.csv with max_qps_under_sla, cost and Pareto flags."""
+
+    config_path: str
+    """Explorer YAML (clusters, schedulers, traces, batch_sizes, tp/pp_dimensions, models)."""
+    output_dir: str
+    """Results and every probe's run directory (runs/<job hash>/<qps>/); a rerun resumes."""
+    num_threads: int | None = None
+    """Parallel searches (default: CPU cores - 2)."""
+    min_search_granularity: float = 2.5
+    """Stop a search when its bracket is narrower than this percentage of the QPS."""
+    scheduling_delay_slo_value: float = 5.0
+    """SLO on the scheduling delay (s)."""
+    scheduling_delay_slo_quantile: float = 0.99
+    """Quantile of the scheduling delay held to the SLO."""
+    max_iterations: int = 20
+    """Probes per job at most."""
+    time_limit: float = 30.0
+    """Simulated time limit of one probe (minutes)."""
+    cache_dir: str | None = None
+    """Accepted for Vidur's command line (timing grids are cached by vidur-fast itself)."""
+    debug: bool = False
+    """Accepted for Vidur's command line."""
+    skip_cache_warmup: bool = False
+    """Accepted for Vidur's command line (no warm-up pass is needed)."""
+    executor: Literal["local", "ray"] = "local"
+    """local: a process pool on this machine; ray: tasks on a Ray cluster."""
+    ray_address: str | None = None
+    """Existing Ray cluster (HOST:PORT, ray://HOST:PORT or auto)."""
+    quiet: bool = False
+
+
+def main_explore(argv: list[str]) -> int:
+    from vidur_fast.commands.errors import parse_args_or_raise
+    from vidur_fast.explore.vidur_explorer import SearchSettings, run_explorer
+
+    prog = "vidur-fast vidur-compat explore"
+    a = parse_args_or_raise(lambda: tyro.cli(ExplorerArgs, args=argv, prog=prog), prog)
+    settings = SearchSettings(
+        min_search_granularity=a.min_search_granularity,
+        scheduling_delay_slo_value=a.scheduling_delay_slo_value,
+        scheduling_delay_slo_quantile=a.scheduling_delay_slo_quantile,
+        max_iterations=a.max_iterations,
+        time_limit_min=a.time_limit,
+    )
+    for name, value, ok in (
+        ("--min-search-granularity", a.min_search_granularity, a.min_search_granularity > 0),
+        (
+            "--scheduling-delay-slo-value",
+            a.scheduling_delay_slo_value,
+            a.scheduling_delay_slo_value > 0,
+        ),
+        (
+            "--scheduling-delay-slo-quantile",
+            a.scheduling_delay_slo_quantile,
+            0 < a.scheduling_delay_slo_quantile <= 1,
+        ),
+        ("--max-iterations", a.max_iterations, a.max_iterations >= 1),
+        ("--time-limit", a.time_limit, a.time_limit >= 0),
+        ("--num-threads", a.num_threads, a.num_threads is None or a.num_threads >= 1),
+    ):
+        if not ok:
+            raise ConfigError(f"vidur-compat explore: {name} out of range (got {value})")
+    df = run_explorer(
+        a.config_path,
+        a.output_dir,
+        settings,
+        executor=a.executor,
+        workers=a.num_threads,
+        ray_address=a.ray_address,
+        quiet=a.quiet,
+    )
+    print(f"{len(df)} jobs; results: {Path(a.output_dir) / 'results.csv'}")
+    return 0
+
+
 def main_compat(argv: list[str]) -> int:
     """Run a simulation from Vidur flags and write its run directory."""
+    if argv and argv[0] == "explore":
+        return main_explore(argv[1:])
     if any(a in ("-h", "--help") for a in argv):
         print(format_help())
         return 0
