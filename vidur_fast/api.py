@@ -6,6 +6,7 @@ from collections.abc import MutableMapping
 import numpy as np
 
 from vidur_fast.catalog import default_node_for, get_device, get_model, get_node
+from vidur_fast.config.convert import field_types, member_name, union_members
 from vidur_fast.config.sim import PrefixAwareRouter, SimConfig, StickyRouter, VllmV1Scheduler
 from vidur_fast.config.validate import validate_config
 from vidur_fast.config.workload import ClosedLoopWorkload
@@ -28,7 +29,7 @@ from vidur_fast.metrics.closed_loop import (
 from vidur_fast.metrics.requests import request_metrics
 from vidur_fast.metrics.result import Result, replica_table
 from vidur_fast.metrics.summary import build_summary
-from vidur_fast.params.setup import build_setup, check_strict, rejection_codes
+from vidur_fast.params.setup import build_setup, check_strict, rejection_codes, rejection_report
 from vidur_fast.timing.build import build_timing
 from vidur_fast.workload.build import build_workload
 from vidur_fast.workload.closed_loop import build_closed_loop
@@ -47,6 +48,22 @@ def _check_workload_for_router(cfg: SimConfig, wl) -> None:
             "router: sticky needs session ids in the workload (a trace with a session_id "
             "column); this workload has none"
         )
+
+
+def run_header(cfg: SimConfig, model, device, wl) -> dict:
+    """What ran, as the summary's first lines say it."""
+    c = cfg.cluster
+    return {
+        "model": model.name,
+        "device": device.name,
+        "tp": c.tp,
+        "pp": c.pp,
+        "replicas": c.num_replicas,
+        "scheduler": member_name(union_members(field_types(SimConfig)["scheduler"]), cfg.scheduler),
+        "router": member_name(union_members(field_types(SimConfig)["router"]), cfg.router),
+        "workload": wl.source,
+        "requests": len(wl),
+    }
 
 
 def simulate(
@@ -146,6 +163,8 @@ def simulate(
         out.status,
     )
     summary["num_blocks_per_replica"] = int(setup.params.num_blocks)
+    summary["rejected_by_reason"] = rejection_report(rejected, setup, cfg)
+    summary["run"] = run_header(cfg, model, device, wl)
     if closed_plan is not None:
         summary["closed_loop"] = closed_loop_summary(req, closed_plan)
     summary["timing_source"] = timing.meta.get("source")

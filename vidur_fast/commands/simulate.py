@@ -2,6 +2,7 @@
 config file) to a run directory."""
 
 import datetime
+import sys
 from dataclasses import replace
 
 import tyro
@@ -13,7 +14,7 @@ from vidur_fast.config.files import load_config
 from vidur_fast.config.presets import format_presets, get_preset
 from vidur_fast.config.sim import SimConfig
 from vidur_fast.errors import ConfigError
-from vidur_fast.outputs.console import format_summary
+from vidur_fast.outputs.console import format_summary, format_warnings
 from vidur_fast.outputs.writer import check_output_dir, write_run
 
 
@@ -73,6 +74,8 @@ def cmd_simulate(argv: list[str]) -> int:
     freeze_heap()
     result = simulate(cfg, progress=not cfg.quiet)
     path = write_run(result, cfg.output)
+    for line in format_warnings(result.summary):
+        print(line, file=sys.stderr)
     if not cfg.quiet:
         print(format_summary(result.summary))
         print(f"run directory: {path}")

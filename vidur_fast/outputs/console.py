@@ -9,8 +9,29 @@ ROWS = (
 )
 
 
+def format_header(run: dict) -> str:
+    replicas = f"{run['replicas']} replica{'s' if run['replicas'] != 1 else ''}"
+    return (
+        f"{run['model']} on {run['device']} (TP{run['tp']} PP{run['pp']}, {replicas}),"
+        f" {run['scheduler']}, {run['router']}; {run['requests']:,} requests of {run['workload']}"
+    )
+
+
+def format_warnings(summary: dict) -> list[str]:
+    """`warning:` lines for what the numbers leave out: requests rejected up front."""
+    out = []
+    n = summary["num_requests"]
+    for reason in summary.get("rejected_by_reason", {}).values():
+        out.append(
+            f"warning: {reason['count']:,} of {n:,} requests rejected: {reason['bound']}"
+            f" (use {reason['fix']}); the percentiles cover the others"
+        )
+    return out
+
+
 def format_summary(summary: dict) -> str:
-    lines = [
+    lines = [format_header(summary["run"])] if "run" in summary else []
+    lines += [
         f"requests {summary['num_completed']}/{summary['num_requests']} completed"
         f" ({summary['num_rejected']} rejected), status {summary['status']},"
         f" simulated {summary['simulated_time_s']:.2f} s",
@@ -18,7 +39,7 @@ def format_summary(summary: dict) -> str:
         f" {summary['throughput_output_tokens_per_s']:.1f} output tok/s;"
         f" preemptions {summary['num_preemptions']}; KV use mean"
         f" {100 * summary['kv_usage_mean']:.1f}% peak {100 * summary['kv_usage_peak']:.1f}%;"
-        f" busy {100 * summary.get('busy_fraction_mean', 0.0):.1f}%",
+        f" replicas busy {100 * summary.get('busy_fraction_mean', 0.0):.1f}% of the time",
         f"{'metric':<22}{'mean':>10}{'p50':>10}{'p90':>10}{'p99':>10}{'max':>10}",
     ]
     for label, key in ROWS:
@@ -38,7 +59,8 @@ def format_summary(summary: dict) -> str:
         lines.append(f"warning: {clamped} timing lookups fell outside the grids and were clamped")
     if summary.get("cost_per_1k_requests_usd") is not None:
         lines.append(
-            f"cost ${summary['cost_usd']:.4f} on {summary['gpus']} GPUs,"
+            f"cost ${summary['cost_usd']:.4f} on {summary['gpus']}"
+            f" GPU{'s' if summary['gpus'] != 1 else ''},"
             f" ${summary['cost_per_1k_requests_usd']:.4f} per 1k requests"
         )
     return "\n".join(lines)

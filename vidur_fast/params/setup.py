@@ -244,6 +244,48 @@ def rejection_codes(prompt: np.ndarray, decode: np.ndarray, setup: EngineSetup) 
     return out
 
 
+# stable names of the reasons (summary.json's rejected_by_reason)
+REJECT_NAMES = {
+    REJECT_KV_CAPACITY: "kv_capacity",
+    REJECT_MAX_LEN: "max_len",
+    REJECT_BATCH_TOKENS: "batch_tokens",
+}
+
+
+def rejection_report(rejected: np.ndarray, setup: EngineSetup, cfg) -> dict:
+    """Per reason: how many requests were rejected up front, the bound they broke and what
+    would let them run."""
+    p = setup.params
+    counts = np.bincount(rejected, minlength=len(REJECT_REASONS) + 1)
+    max_len_flag = (
+        "--scheduler.max-model-len or a longer-context model"
+        if p.policy == SchedPolicy.VLLM_V1
+        else "--scheduler.max-tokens"
+    )
+    bounds = {
+        REJECT_KV_CAPACITY: (
+            f"a request's blocks > {p.num_blocks} KV blocks of {setup.block_size} tokens per "
+            "replica",
+            "more memory per replica (cluster.tp, a larger device) or --scheduler.num-blocks",
+        ),
+        REJECT_MAX_LEN: (
+            f"prompt + output > {setup.max_seq_len} tokens (the per-request bound of "
+            f"{cfg.cluster.model})",
+            max_len_flag,
+        ),
+        REJECT_BATCH_TOKENS: (
+            f"prompt > scheduler.max_tokens_in_batch {p.max_tokens_in_batch}",
+            "--scheduler.max-tokens-in-batch",
+        ),
+    }
+    out = {}
+    for code, name in REJECT_NAMES.items():
+        if counts[code]:
+            bound, fix = bounds[code]
+            out[name] = {"count": int(counts[code]), "bound": bound, "fix": fix}
+    return out
+
+
 def check_strict(
     rejected: np.ndarray, prompt: np.ndarray, decode: np.ndarray, source_row: np.ndarray
 ) -> None:

@@ -1,5 +1,6 @@
 """CLI behaviour: bad input is one line on stderr, exit code 2, and no run directory."""
 
+import json
 import subprocess
 import sys
 
@@ -85,3 +86,32 @@ def test_a_closed_pipe_ends_the_command_quietly(args):
     out = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True)
     assert "Traceback" not in out.stderr and "BrokenPipe" not in out.stderr, out.stderr
     assert out.returncode == 0
+
+
+def test_rejected_requests_are_announced_with_their_bound(tmp_path, capsys):
+    from tests.helpers.cli_args import FAST_TIMING_ARGS
+    from vidur_fast.commands.main import main
+
+    trace = tmp_path / "t.csv"
+    rows = ["arrived_at,num_prefill_tokens,num_decode_tokens"]
+    rows += [f"{0.1 * i},{9000 if i % 3 == 0 else 500},50" for i in range(30)]
+    trace.write_text("\n".join(rows) + "\n")
+    out = tmp_path / "run"
+    argv = [
+        "--output.dir",
+        str(out),
+        *FAST_TIMING_ARGS,
+        "workload:trace",
+        "--workload.path",
+        str(trace),
+    ]
+    assert main(argv) == 0
+    io = capsys.readouterr()
+    warn = [x for x in io.err.splitlines() if x.startswith("warning:")]
+    assert len(warn) == 1 and "10 of 30 requests rejected" in warn[0] and "8192" in warn[0], warn
+    assert io.out.splitlines()[0].startswith(
+        "meta-llama/Meta-Llama-3-8B on h100 (TP1 PP1, 1 replica)"
+    )
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["rejected_by_reason"]["max_len"]["count"] == 10
+    assert summary["run"]["scheduler"] == "vllm_v1" and summary["run"]["requests"] == 30
