@@ -114,6 +114,13 @@ def validate_trace(cfg: TraceWorkload, where: str) -> None:
         _fail(f"{where}.clip", "must be one of proportional, prompt, error", cfg.clip)
     if cfg.num_requests is not None:
         _at_least(f"{where}.num_requests", cfg.num_requests, 1)
+    _at_least(f"{where}.offset", cfg.offset, 0)
+    for name in ("start_s", "end_s"):
+        value = getattr(cfg, name)
+        if value is not None and not (isinstance(value, Real) and math.isfinite(value)):
+            _fail(f"{where}.{name}", "must be a finite number of seconds or None", value)
+    if cfg.start_s is not None and cfg.end_s is not None and cfg.end_s <= cfg.start_s:
+        _fail(f"{where}.end_s", f"must be > start_s ({cfg.start_s})", cfg.end_s)
     _positive(f"{where}.prefill_scale", cfg.prefill_scale)
     _positive(f"{where}.decode_scale", cfg.decode_scale)
     _positive(f"{where}.time_scale", cfg.time_scale)

@@ -202,7 +202,13 @@ class TraceWorkload:
     format: TraceFormat = "auto"
     """vidur (CSV arrived_at,...), mooncake (JSONL), azure (CSV TIMESTAMP,...), or auto-detect."""
     num_requests: int | None = None
-    """Use only the first N rows (None: all rows)."""
+    """Use only the first N rows (after offset and the time window; None: all rows)."""
+    offset: int = 0
+    """Skip this many rows at the start of the file."""
+    start_s: float | None = None
+    """Keep rows whose arrival time in the file is at or after this (s; None: from the start)."""
+    end_s: float | None = None
+    """Keep rows whose arrival time in the file is before this (s; None: to the end)."""
     prefill_scale: float = 1.0
     """Multiply prompt lengths by this (then truncate, at least 1)."""
     decode_scale: float = 1.0

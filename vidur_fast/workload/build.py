@@ -25,7 +25,7 @@ from vidur_fast.workload.generators import (
     trace_length_rows,
 )
 from vidur_fast.workload.hashes import derive_block_hashes, fit_block_hashes, gather_rows
-from vidur_fast.workload.readers import TOKEN_COLUMNS, TraceData, read_trace
+from vidur_fast.workload.readers import TOKEN_COLUMNS, TraceData, read_trace, take_rows
 from vidur_fast.workload.table import RequestTable, make_table
 
 
@@ -143,18 +143,16 @@ def _describe(cfg: SyntheticWorkload) -> str:
 def _build_trace(
     cfg: TraceWorkload, block_size: int, need_hashes: bool, where: str
 ) -> RequestTable:
+    windowed = cfg.start_s is not None or cfg.end_s is not None
+    rows_needed = None if cfg.num_requests is None or windowed else cfg.offset + cfg.num_requests
     data = read_trace(
         cfg.path,
         cfg.format,
         need_arrivals=True,
         need_hashes=need_hashes,
-        max_rows=cfg.num_requests,
+        max_rows=rows_needed,
     )
-    if cfg.num_requests is not None and len(data) < cfg.num_requests:
-        raise TraceError(
-            f"{cfg.path}: {where}.num_requests is {cfg.num_requests} but the file has only "
-            f"{len(data)} data rows"
-        )
+    data = _cut(data, cfg, where)
     _check_token_bound(data, cfg, where)
     prompt = scale_tokens(data.prompt_tokens, cfg.prefill_scale)
     decode = scale_tokens(data.decode_tokens, cfg.decode_scale)
@@ -181,6 +179,33 @@ def _build_trace(
         source=data.path,
         copy=False,
     )
+
+
+def _cut(data: TraceData, cfg: TraceWorkload, where: str) -> TraceData:
+    """The rows the workload keeps: past the offset, inside the time window, the first
+    num_requests of those."""
+    keep = np.arange(len(data)) >= cfg.offset
+    if cfg.start_s is not None:
+        keep &= data.arrival_s >= cfg.start_s
+    if cfg.end_s is not None:
+        keep &= data.arrival_s < cfg.end_s
+    rows = np.flatnonzero(keep)
+    if cfg.num_requests is not None:
+        if rows.size < cfg.num_requests:
+            cut = "" if rows.size == len(data) else " after offset and time window"
+            raise TraceError(
+                f"{cfg.path}: {where}.num_requests is {cfg.num_requests} but the file has only "
+                f"{rows.size} data rows{cut}"
+            )
+        rows = rows[: cfg.num_requests]
+    if rows.size == 0:
+        raise TraceError(
+            f"{cfg.path}: no row left after {where}.offset {cfg.offset} and the time window "
+            f"[{cfg.start_s}, {cfg.end_s})"
+        )
+    if rows.size == len(data):
+        return data
+    return take_rows(data, rows)
 
 
 def _check_token_bound(data: TraceData, cfg: TraceWorkload, where: str) -> None:

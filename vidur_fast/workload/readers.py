@@ -5,6 +5,7 @@ JSON hash lists into one flat array. Every problem becomes a one-line TraceError
 file, the 1-based data row and the column.
 """
 
+import dataclasses
 import gzip
 import json
 from dataclasses import dataclass
@@ -71,6 +72,27 @@ class TraceData:
 
     def __len__(self) -> int:
         return self.prompt_tokens.shape[0]
+
+
+def take_rows(data: TraceData, rows: np.ndarray) -> TraceData:
+    """The trace restricted to rows (indices into its arrays, increasing)."""
+    ids = data.block_ids
+    if ids is not None:
+        counts = np.diff(ids.offsets)[rows]
+        offsets = np.zeros(rows.size + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        start = np.repeat(ids.offsets[rows] - offsets[:-1], counts)
+        picked = ids.ids[start + np.arange(int(offsets[-1]), dtype=np.int64)]
+        ids = dataclasses.replace(ids, offsets=offsets, ids=picked)
+    return dataclasses.replace(
+        data,
+        prompt_tokens=data.prompt_tokens[rows],
+        decode_tokens=data.decode_tokens[rows],
+        arrival_s=None if data.arrival_s is None else data.arrival_s[rows],
+        session_id=None if data.session_id is None else data.session_id[rows],
+        block_ids=ids,
+        row_index=data.row_index[rows],
+    )
 
 
 # ---- file access ----
