@@ -3,6 +3,7 @@ the first run, plus plots (CDF overlays; the full plot set for a single run)."""
 
 import csv
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -48,6 +49,10 @@ class ReportArgs:
     """Directory for the plots and report.csv (default: <first run>/report)."""
     plots: bool = True
     """Write plots (needs metrics.h5 in every run)."""
+    html: str | None = None
+    """Write one self-contained HTML page here instead (config, key figures, CDFs, time series,
+    batch composition, prefix-cache hits per run; for a sweep or capacity directory its results
+    table and Pareto chart). Nothing else is written unless --out is given too."""
 
 
 def _value(summary: dict, key: str, sub: str | None, scale: float) -> float:
@@ -110,14 +115,84 @@ def comparison_table(summaries: list[dict], labels: list[str]) -> tuple[str, lis
     return "\n".join(lines), csv_rows
 
 
+def _sweep_kind(path: Path) -> str | None:
+    """'sweep' or 'capacity' for a directory those commands wrote, else None."""
+    import json
+
+    from vidur_fast.explore.store import MARKER
+
+    marker = path / MARKER
+    if not marker.is_file():
+        return None
+    try:
+        return json.loads(marker.read_text()).get("kind")
+    except (OSError, ValueError):
+        raise RunDirError(f"{path}: {MARKER} is damaged") from None
+
+
+def _check_html_target(target: Path) -> None:
+    if target.is_dir():
+        raise RunDirError(f"--html: {target} is a directory; give a file name")
+    parent = target.parent if str(target.parent) else Path(".")
+    if not parent.is_dir():
+        raise RunDirError(f"--html: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise RunDirError(f"--html: cannot write in {parent}")
+
+
+def _write_html(target: Path, text: str) -> None:
+    try:
+        tmp = target.with_name(f".{target.name}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise RunDirError(f"--html: cannot write {target} ({exc.strerror})") from None
+    print(f"html report: {target}")
+
+
+def sweep_html(path: Path, kind: str, target: Path) -> int:
+    """The page of a sweep or capacity directory."""
+    import pandas as pd
+
+    from vidur_fast.outputs.html_report import table_page
+
+    stem = "results" if kind == "sweep" else "capacity"
+    table_file = path / f"{stem}.parquet"
+    if not table_file.is_file():
+        raise RunDirError(f"{path}: no {stem}.parquet yet (has the {kind} finished a point?)")
+    table = pd.read_parquet(table_file)
+    images = sorted(path.glob("*.png"))
+    title = f"vidur-fast {kind}: {path.resolve().name}"
+    _write_html(target, table_page(title, table, images, "pareto" if kind == "capacity" else None))
+    return 0
+
+
 def report(args: ReportArgs) -> int:
     if not args.runs:
         raise RunDirError(
             "report: give at least one run directory (vidur-fast report RUN [RUN ...])"
         )
     paths = [Path(p) for p in args.runs]
+    if args.html:
+        _check_html_target(Path(args.html))
+        kinds = [_sweep_kind(p) if p.is_dir() else None for p in paths]
+        if any(kinds):
+            if len(paths) > 1:
+                raise RunDirError("report: a sweep or capacity directory is reported alone")
+            return sweep_html(paths[0], kinds[0], Path(args.html))
     summaries = [read_summary(p) for p in paths]  # validates every input before writing
     labels = _labels(paths)
+    if args.html:
+        from vidur_fast.outputs.html_report import runs_page
+
+        runs = [read_run(p) for p in paths]
+        for run, label in zip(runs, labels, strict=True):
+            run.name = label
+        table, csv_rows = comparison_table(summaries, labels)
+        print(table)
+        _write_html(Path(args.html), runs_page(runs, labels, (csv_rows[0], csv_rows[1:])))
+        if args.out is None:
+            return 0
     runs = [read_run(p) for p in paths] if args.plots else []
     out = Path(args.out) if args.out else paths[0] / "report"
     if out.exists() and not out.is_dir():
