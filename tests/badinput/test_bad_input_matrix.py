@@ -354,8 +354,15 @@ def _file_as_parent(d: Path) -> list[str]:
     return ["--output.dir", _write(d / "plainfile", "x") + "/run"]
 
 
+def _user_files(d: Path) -> list[str]:
+    _write(d / "mine" / "notes.txt", "precious")
+    return ["--output.dir", str(d / "mine"), "--output.overwrite"]
+
+
 OUTPUT_AND_CACHE_CASES = [
     _c("output_dir_exists", _existing_run, "already exists"),
+    _c("output_overwrite_user_files", _user_files, "not a vidur-fast run directory"),
+    _c("output_dir_empty_string", ["--output.dir", ""], "output.dir: empty path"),
     _c("output_parent_is_a_file", _file_as_parent, "output.dir"),
     _c("output_unwritable", ["--output.dir", "/proc/vidur-fast-run"], "output.dir"),
     _c(
@@ -404,6 +411,8 @@ def test_bad_input_one_line_exit_2_no_run_dir(case, dirs, capsys):
     code, err = run_cli([*out_args, *FAST, *args], capsys)
     _assert_one_error_line(code, err, case.needle)
     assert not out_root.exists(), "a run directory (or its parent) was left behind"
+    if case.id == "output_overwrite_user_files":
+        assert (inputs / "mine" / "notes.txt").read_text() == "precious"
     leftovers = [p.name for p in inputs.rglob("*") if p.name.startswith(".") and "tmp" in p.name]
     assert not leftovers
 
@@ -477,6 +486,7 @@ SUBPROCESS_IDS = (
     "vidur_mlp_corrupt",
     "hf_config_is_list",
     "output_unwritable",
+    "output_overwrite_user_files",
     "strict_request_never_fits",
 )
 

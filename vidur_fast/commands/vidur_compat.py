@@ -5,8 +5,9 @@ from dataclasses import replace
 
 from vidur_fast.api import simulate
 from vidur_fast.config.vidur_flags import config_from_vidur_args
+from vidur_fast.errors import ConfigError
 from vidur_fast.outputs.console import format_summary
-from vidur_fast.outputs.writer import check_output_dir, write_run
+from vidur_fast.outputs.writer import claim_output_dir, write_run
 
 
 def main_compat(argv: list[str]) -> int:
@@ -14,15 +15,17 @@ def main_compat(argv: list[str]) -> int:
     out_dir = None
     if "--output-dir" in argv:
         k = argv.index("--output-dir")
+        if k + 1 >= len(argv) or argv[k + 1].startswith("--"):
+            raise ConfigError("--output-dir: needs a directory")
         out_dir = argv[k + 1]
         argv = argv[:k] + argv[k + 2 :]
     cfg = config_from_vidur_args(argv)
     if out_dir is None:
         out_dir = "runs/" + datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S-%f")
     cfg = replace(cfg, output=replace(cfg.output, dir=out_dir))
-    check_output_dir(cfg.output)
-    result = simulate(cfg, progress=True)
-    path = write_run(result, cfg.output)
+    with claim_output_dir(cfg.output) as claim:
+        result = simulate(cfg, progress=True)
+        path = write_run(result, cfg.output, claim)
     print(format_summary(result.summary))
     print(f"run directory: {path}")
     return 0

@@ -1,0 +1,209 @@
+"""Fault injection: what a hostile but realistic user (or machine) does to a run.
+
+- --output.overwrite on a directory that is not a run (user files, the working directory or
+  a parent of it) is refused with one line and deletes nothing;
+- two runs on one output directory: the second is refused while the first holds it;
+- SIGTERM / SIGHUP in each phase of a run: exit 128+n, one line, no run dir, no temp dir, no
+  lock file, no parent the run created;
+- temp dirs left by a killed process are removed by the next run in that parent;
+- kill -9 of a sweep: no process survives, and the resumed sweep equals an uninterrupted one;
+- a trace edited under a finished sweep reruns the points that read it.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.cli_args import FAST_TIMING_ARGS
+from tests.helpers.faults import hidden_leftovers, session_pids, start_stalled, wait_for
+from vidur_fast.commands.main import main
+from vidur_fast.config.sim import OutputConfig
+from vidur_fast.outputs.writer import MARKER, claim_output_dir
+
+RUN = ["--quiet", *FAST_TIMING_ARGS, "--predictor.regressor", "polynomial"]
+RUN += ["workload:synthetic", "--workload.num-requests", "60"]
+TIMEOUT_S = 120  # generous: the machine running the tests may be loaded
+
+
+@pytest.fixture
+def cache_env(tmp_path, monkeypatch):
+    cache = str(tmp_path / "cache")
+    monkeypatch.setenv("VIDUR_FAST_CACHE", cache)
+    return {"VIDUR_FAST_CACHE": cache}
+
+
+def _cli(argv, capsys) -> tuple[int, list[str]]:
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    err = capsys.readouterr().err
+    return code, [x for x in err.splitlines() if x.strip()]
+
+
+def _one_error(code, lines, needle):
+    assert code == 2, lines
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    assert needle in lines[0], lines[0]
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+# ---- overwrite refusals ----
+
+
+def test_overwrite_refuses_a_directory_of_user_files(tmp_path, cache_env, capsys):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("precious")
+    (mine / "sub").mkdir()
+    (mine / "sub" / "data.csv").write_text("a,b\n1,2\n")
+    before = _snapshot(mine)
+    code, lines = _cli(["--output.dir", str(mine), "--output.overwrite", *RUN], capsys)
+    _one_error(code, lines, "not a vidur-fast run directory")
+    assert _snapshot(mine) == before
+    assert hidden_leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("target", [".", "..", "sub/.."])
+def test_overwrite_refuses_the_working_directory_and_its_parents(
+    target, tmp_path, cache_env, capsys, monkeypatch
+):
+    work = tmp_path / "work"
+    (work / "sub").mkdir(parents=True)
+    (work / "keep.txt").write_text("keep")
+    (work / MARKER).write_text("{}")  # even a marked one: the working directory is never replaced
+    monkeypatch.chdir(work)
+    before = _snapshot(tmp_path)
+    code, lines = _cli(["--output.dir", target, "--output.overwrite", *RUN], capsys)
+    _one_error(code, lines, "working directory")
+    assert _snapshot(tmp_path) == before
+
+
+def test_empty_output_dir_is_refused(tmp_path, cache_env, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, lines = _cli(["--output.dir", "", *RUN], capsys)
+    _one_error(code, lines, "output.dir: empty path")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_overwrite_replaces_a_run_and_an_empty_dir(tmp_path, cache_env, capsys):
+    run = tmp_path / "run"
+    run.mkdir()  # empty: nothing to lose
+    assert main(["--output.dir", str(run), "--output.overwrite", *RUN]) == 0
+    assert (run / MARKER).is_file()
+    (run / "summary.json").write_text("stale")
+    assert main(["--output.dir", str(run), "--output.overwrite", *RUN]) == 0
+    assert json.loads((run / "summary.json").read_text())["num_requests"] == 60
+    assert hidden_leftovers(tmp_path) == []
+
+
+# ---- two runs on one output directory ----
+
+
+def test_a_claimed_output_dir_is_refused_to_another_process(tmp_path, cache_env):
+    run = tmp_path / "out" / "run"
+    argv = [sys.executable, "-m", "vidur_fast.commands.main", "--output.dir", str(run), *RUN]
+    env = {**os.environ, **cache_env}
+    with claim_output_dir(OutputConfig(dir=str(run))):
+        res = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=TIMEOUT_S)
+        assert res.returncode == 2, res.stderr
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and "being written by another run" in lines[0], res.stderr
+        assert not run.exists()
+    # released: the parents the claim created are gone, and the next run may have it
+    assert not (tmp_path / "out").exists()
+    res = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=TIMEOUT_S)
+    assert res.returncode == 0, res.stderr
+    assert (run / MARKER).is_file() and hidden_leftovers(tmp_path) == []
+
+
+def test_the_later_of_two_runs_never_deletes_the_earlier(tmp_path, cache_env):
+    # the first run is stalled after claiming; the second (with --output.overwrite) is
+    # refused, and once the first finishes its results are intact
+    run = tmp_path / "run"
+    flag = tmp_path / "flag"
+    first = start_stalled("write", flag, ["--output.dir", str(run), *RUN], cache_env)
+    try:
+        wait_for(lambda: flag.exists() or first.poll() is not None, TIMEOUT_S, "the first run")
+        assert first.poll() is None, first.communicate()
+        argv = [sys.executable, "-m", "vidur_fast.commands.main", "--output.dir", str(run)]
+        res = subprocess.run(
+            [*argv, "--output.overwrite", *RUN],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **cache_env},
+            timeout=TIMEOUT_S,
+        )
+        assert res.returncode == 2 and "being written by another run" in res.stderr
+    finally:
+        os.killpg(first.pid, signal.SIGTERM)
+        first.communicate(timeout=TIMEOUT_S)
+    assert first.returncode == 128 + signal.SIGTERM
+
+
+# ---- signals in each phase ----
+
+
+@pytest.mark.parametrize(
+    "phase,sig",
+    [
+        ("claim", signal.SIGTERM),
+        ("simulate", signal.SIGTERM),
+        ("write", signal.SIGTERM),
+        ("write", signal.SIGHUP),
+    ],
+    ids=["claim-term", "simulate-term", "write-term", "write-hup"],
+)
+def test_signal_leaves_no_run_temp_or_lock(phase, sig, tmp_path, cache_env):
+    out_root = tmp_path / "out"
+    flag = tmp_path / "flag"
+    proc = start_stalled(
+        phase, flag, ["--output.dir", str(out_root / "a" / "run"), *RUN], cache_env
+    )
+    try:
+        wait_for(lambda: flag.exists() or proc.poll() is not None, TIMEOUT_S, f"phase {phase}")
+        assert proc.poll() is None, proc.communicate()
+        if phase == "write":
+            assert hidden_leftovers(out_root), "the temp dir should exist while writing"
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 128 + sig, err
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert len(lines) == 1 and "interrupted" in lines[0], err
+    assert not out_root.exists(), sorted(str(p) for p in out_root.rglob("*"))
+    assert hidden_leftovers(tmp_path) == []
+    assert session_pids(proc.pid) == []
+
+
+def test_temp_dirs_of_a_killed_run_are_cleaned_by_the_next(tmp_path, cache_env):
+    out_root = tmp_path / "out"
+    flag = tmp_path / "flag"
+    run = out_root / "run"
+    proc = start_stalled("write", flag, ["--output.dir", str(run), *RUN], cache_env)
+    wait_for(lambda: flag.exists() or proc.poll() is not None, TIMEOUT_S, "the write phase")
+    os.killpg(proc.pid, signal.SIGKILL)  # no chance to clean up
+    proc.communicate(timeout=TIMEOUT_S)
+    left = hidden_leftovers(out_root)
+    assert any(x.endswith(".tmp") for x in left), left
+    (out_root / "other.txt").write_text("not ours")
+    res = subprocess.run(
+        [sys.executable, "-m", "vidur_fast.commands.main", "--output.dir", str(run), *RUN],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **cache_env},
+        timeout=TIMEOUT_S,
+    )
+    assert res.returncode == 0, res.stderr
+    assert hidden_leftovers(out_root) == []
+    assert sorted(p.name for p in out_root.iterdir()) == ["other.txt", "run"]
