@@ -207,3 +207,128 @@ def test_temp_dirs_of_a_killed_run_are_cleaned_by_the_next(tmp_path, cache_env):
     assert res.returncode == 0, res.stderr
     assert hidden_leftovers(out_root) == []
     assert sorted(p.name for p in out_root.iterdir()) == ["other.txt", "run"]
+
+
+# ---- sweeps ----
+
+
+def _sweep_file(d: Path, cache: str, grid: dict, workload: dict | None = None) -> str:
+    from tests.helpers.sweeps import small_base
+
+    base = small_base(cache)
+    if workload is not None:
+        base["workload"] = workload
+    path = d / "sweep.json"
+    path.write_text(json.dumps({"base": base, "grid": grid}))
+    return str(path)
+
+
+def test_kill_9_of_a_sweep_leaves_no_process_and_resumes_exactly(tmp_path, cache_env):
+    from vidur_fast.explore.run_sweep import run_sweep
+
+    grid = {"qps": [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13], "seed": [1, 2]}
+    cfg = _sweep_file(tmp_path, cache_env["VIDUR_FAST_CACHE"], grid)
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vidur_fast.commands.main", "sweep", cfg, "--out", str(out)]
+        + ["--workers", "2", "--quiet"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **cache_env},
+        start_new_session=True,
+    )
+    log = out / "points.jsonl"
+    try:
+        wait_for(
+            lambda: (log.is_file() and log.stat().st_size > 0) or proc.poll() is not None,
+            TIMEOUT_S,
+            "the first finished points",
+        )
+        assert proc.poll() is None, "the sweep ended before it could be killed"
+        assert len(session_pids(proc.pid)) >= 3  # main, fork server, workers
+        os.kill(proc.pid, signal.SIGKILL)  # the main process only: nothing can clean up
+        proc.communicate(timeout=TIMEOUT_S)
+        wait_for(lambda: session_pids(proc.pid) == [], 60, "the workers to exit", every_s=0.2)
+    finally:
+        for pid in session_pids(proc.pid):
+            os.kill(pid, signal.SIGKILL)
+    done_before = len(log.read_text().splitlines())
+    assert 0 < done_before < 24
+    resumed = run_sweep(cfg, str(out), workers=1, quiet=True)
+    assert resumed.n_skipped >= 1 and resumed.n_run + resumed.n_skipped == 24
+    fresh = run_sweep(cfg, str(tmp_path / "fresh"), workers=1, quiet=True)
+    import pandas as pd
+
+    pd.testing.assert_frame_equal(resumed.table, fresh.table)
+    assert (resumed.table["status"] == "ok").all()
+
+
+def test_an_edited_trace_reruns_the_points_that_read_it(tmp_path, cache_env):
+    from vidur_fast.explore.run_sweep import run_sweep
+
+    trace = tmp_path / "trace.csv"
+    rows = [f"{0.1 * i:.1f},{200 + 10 * i},{20 + i}" for i in range(40)]
+    trace.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n" + "\n".join(rows) + "\n")
+    workload = {"type": "trace", "path": str(trace)}
+    cfg = _sweep_file(tmp_path, cache_env["VIDUR_FAST_CACHE"], {"seed": [1, 2]}, workload)
+    out = str(tmp_path / "out")
+    first = run_sweep(cfg, out, workers=1, quiet=True)
+    assert (first.n_run, first.n_skipped) == (2, 0)
+    assert run_sweep(cfg, out, workers=1, quiet=True).n_skipped == 2  # unchanged: skipped
+    rows = [f"{0.1 * i:.1f},{900 + 10 * i},{60 + i}" for i in range(40)]
+    trace.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n" + "\n".join(rows) + "\n")
+    edited = run_sweep(cfg, out, workers=1, quiet=True)
+    assert (edited.n_run, edited.n_skipped) == (2, 0)
+    assert (edited.table["status"] == "ok").all()
+    assert set(edited.table["point_id"]).isdisjoint(first.table["point_id"])
+    before = first.table["request_e2e_time_mean"].to_numpy()
+    after = edited.table["request_e2e_time_mean"].to_numpy()
+    assert (after > before).all()
+
+
+def test_two_sweeps_on_one_out_dir(tmp_path, cache_env, capsys):
+    from vidur_fast.explore.store import prepare_dir, release_dir
+
+    cfg = _sweep_file(tmp_path, cache_env["VIDUR_FAST_CACHE"], {"seed": [1]})
+    out = tmp_path / "out"
+    held = prepare_dir(str(out), "sweep", {"source": cfg, "points": 1})
+    try:
+        code, lines = _cli(["sweep", cfg, "--out", str(out), "--quiet", "--workers", "1"], capsys)
+        _one_error(code, lines, "in use by another run")
+    finally:
+        release_dir(held)
+    assert not (out / "points.jsonl").exists()
+
+
+def test_sigterm_of_a_sweep_stops_its_workers_and_keeps_finished_points(tmp_path, cache_env):
+    grid = {"qps": [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13], "seed": [1, 2]}
+    cfg = _sweep_file(tmp_path, cache_env["VIDUR_FAST_CACHE"], grid)
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vidur_fast.commands.main", "sweep", cfg, "--out", str(out)]
+        + ["--workers", "2", "--quiet"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **cache_env},
+        start_new_session=True,
+    )
+    log = out / "points.jsonl"
+    try:
+        wait_for(
+            lambda: (log.is_file() and log.stat().st_size > 0) or proc.poll() is not None,
+            TIMEOUT_S,
+            "the first finished points",
+        )
+        assert proc.poll() is None, "the sweep ended before it could be signalled"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=TIMEOUT_S)
+        wait_for(lambda: session_pids(proc.pid) == [], 60, "the workers to exit", every_s=0.2)
+    finally:
+        for pid in session_pids(proc.pid):
+            os.kill(pid, signal.SIGKILL)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert len(lines) == 1 and "interrupted by SIGTERM" in lines[0] and "resume" in lines[0], err
+    assert log.read_text().strip()
+    assert not (out / "results.parquet").exists()
