@@ -279,6 +279,38 @@ TRACE_CASES = [
         "row 2",
     ),
     _c(
+        "trace_duplicate_column",
+        lambda d: _trace_args(
+            _trace(
+                d,
+                "t.csv",
+                ["0,10,5,99"],
+                "arrived_at,num_prefill_tokens,num_decode_tokens,num_prefill_tokens",
+            )  # fmt: skip
+        ),
+        "'num_prefill_tokens' appears twice",
+    ),
+    _c(
+        "trace_extra_field_first_row",
+        lambda d: _trace_args(_trace(d, "t.csv", ["0,10,5,7", "1,20,6"])),
+        "row 1",
+    ),
+    _c(
+        "trace_extra_field_later_row",
+        lambda d: _trace_args(_trace(d, "t.csv", ["0,10,5", "1,20,6", "2,30,7,9"])),
+        "row 3",
+    ),
+    _c("trace_is_a_directory", lambda d: _trace_args(str(d)), "is a directory"),
+    _c(
+        "prefix_aware_without_hashes",
+        lambda d: [
+            "scheduler:vllm_v1",
+            "router:prefix_aware",
+            *_trace_args(_trace(d, "t.csv", ["0,10,5", "1,20,6"])),
+        ],
+        "router: prefix_aware needs prefix block hashes",
+    ),
+    _c(
         "strict_request_never_fits",
         lambda d: ["--strict", *_trace_args(_trace(d, "t.csv", ["0,10,5", "1,20000,5"]))],
         "request row 2",
@@ -336,6 +368,16 @@ PROFILE_CASES = [
         "hf_config_zero_heads",
         lambda d: ["--cluster.model", _hf_config(d, _llama_hf(num_attention_heads=0))],
         "cluster.model",
+    ),
+    _c(
+        "hf_config_kv_heads_not_dividing",
+        lambda d: ["--cluster.model", _hf_config(d, _llama_hf(num_key_value_heads=5))],
+        "32 query heads are not a multiple of its 5 KV heads",
+    ),
+    _c(
+        "hf_config_more_kv_than_q_heads",
+        lambda d: ["--cluster.model", _hf_config(d, _llama_hf(num_key_value_heads=64))],
+        "not a multiple of its 64 KV heads",
     ),
     _c(
         "hf_config_wrong_type",
