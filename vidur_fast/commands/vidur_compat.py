@@ -12,13 +12,11 @@ from vidur_fast.outputs.writer import claim_output_dir, write_run
 
 def main_compat(argv: list[str]) -> int:
     """Run a simulation from Vidur flags; the run directory comes from --output-dir if given."""
-    out_dir = None
-    if "--output-dir" in argv:
-        k = argv.index("--output-dir")
-        if k + 1 >= len(argv) or argv[k + 1].startswith("--"):
-            raise ConfigError("--output-dir: needs a directory")
-        out_dir = argv[k + 1]
-        argv = argv[:k] + argv[k + 2 :]
+    from vidur_fast.commands.simulate import take_option
+
+    out_dir, argv = take_option(argv, "--output-dir", "a directory")
+    if out_dir is not None and (not out_dir.strip() or out_dir.startswith("--")):
+        raise ConfigError("--output-dir: needs a directory")
     cfg = config_from_vidur_args(argv)
     if out_dir is None:
         out_dir = "runs/" + datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S-%f")

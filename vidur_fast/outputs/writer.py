@@ -86,6 +86,27 @@ def check_output_dir(out: OutputConfig) -> Path | None:
     return path
 
 
+def check_output_file(path: str, flag: str) -> Path:
+    """Fail early (before any work) unless a file can be written at path: its directory
+    exists and is writable, and path is not a directory."""
+    if not str(path).strip():
+        raise ConfigError(f"{flag}: empty path; give a file name")
+    p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"{flag}: {path} is a directory; give a file name")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        what = "does not exist" if not parent.exists() else "is not a directory"
+        raise ConfigError(f"{flag}: directory {parent} {what}")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".vidur-fast-probe.", dir=parent)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ConfigError(f"{flag}: cannot write in {parent} ({exc.strerror or exc})") from None
+    return p
+
+
 def _check_replaceable(path: Path) -> None:
     if path.is_symlink():
         raise ConfigError(f"output.dir: {path} is a symbolic link; --output.overwrite refuses it")
