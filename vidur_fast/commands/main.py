@@ -5,6 +5,7 @@ import gc
 import signal
 import sys
 import threading
+import warnings
 
 from vidur_fast.errors import UserError
 
@@ -76,9 +77,15 @@ def main(argv: list[str] | None = None) -> int:
         cmd = argv.pop(0)
     elif argv and not argv[0].startswith("-") and ":" not in argv[0]:
         _die(f"unknown command {argv[0]!r}; commands: {', '.join(COMMANDS)}")
+    caught: list = []
     try:
-        with signals_as_interrupts():
-            return _dispatch(cmd, argv)
+        # warnings wait until the command ends: shown after a success, dropped after a user
+        # error (whose one line is all the user needs)
+        with signals_as_interrupts(), warnings.catch_warnings(record=True) as caught:
+            code = _dispatch(cmd, argv)
+        for w in caught:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
+        return code
     except UserError as exc:
         _die(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
     except MemoryError:

@@ -15,6 +15,7 @@ from vidur_fast.explore.errors import SweepFileError
 
 MARKER = "sweep.json"
 LOCK = ".lock"
+_TABLE_STEMS = ("results", "capacity", "probes")  # tables write_table writes
 _LOCKS: dict[str, int] = {}  # directory -> fd of its held lock
 
 try:
@@ -110,6 +111,7 @@ def prepare_dir(out: str, kind: str, description: dict) -> Path:
     except OSError as exc:
         raise SweepFileError(f"out: cannot write {out} ({exc.strerror or exc})") from None
     fd_lock = lock_dir(path)
+    _remove_stale_temps(path)
     try:
         fd, tmp = tempfile.mkstemp(dir=path, prefix=f".{MARKER}.", suffix=".tmp")
         with os.fdopen(fd, "w") as f:
@@ -122,6 +124,20 @@ def prepare_dir(out: str, kind: str, description: dict) -> Path:
     if fd_lock is not None:
         _LOCKS[str(path)] = fd_lock
     return path
+
+
+def _remove_stale_temps(path: Path) -> None:
+    """Temp files of table or marker writes cut short by a kill. Only the lock holder writes
+    here, so every one of them is stale."""
+    for entry in path.iterdir():
+        name = entry.name
+        stale = name.startswith(f".{MARKER}.") and name.endswith(".tmp")
+        stale |= name.startswith(tuple(f".{s}" for s in _TABLE_STEMS)) and name.endswith(
+            (".parquet", ".csv")
+        )
+        if stale and entry.is_file():
+            with contextlib.suppress(OSError):
+                entry.unlink()
 
 
 def release_dir(path: Path) -> None:
