@@ -144,6 +144,15 @@ def test_an_unwritable_out_is_one_line(work, capsys):
     _one_error(code, lines, "out: cannot write")
 
 
+def test_an_out_on_a_read_only_file_system_is_one_line(work, capsys):
+    d, out = work
+    if not Path("/proc").is_dir():
+        pytest.skip("no /proc here")
+    path = _json(d, {"base": small_base(d / "cache"), "grid": {"seed": [1]}})
+    code, lines = _cli(["sweep", path, "--out", "/proc/vidur-fast-sweep", "--quiet"], capsys)
+    _one_error(code, lines, "out: cannot write")
+
+
 def test_an_out_under_a_file_is_one_line(work, capsys):
     d, out = work
     (d / "afile").write_text("x")

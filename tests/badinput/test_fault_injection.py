@@ -196,7 +196,9 @@ def test_temp_dirs_of_a_killed_run_are_cleaned_by_the_next(tmp_path, cache_env):
     proc.communicate(timeout=TIMEOUT_S)
     left = hidden_leftovers(out_root)
     assert any(x.endswith(".tmp") for x in left), left
+    assert any(x.endswith(".lock") for x in left), left
     (out_root / "other.txt").write_text("not ours")
+    run = out_root / "another"  # a different run in the same parent cleans up after the dead one
     res = subprocess.run(
         [sys.executable, "-m", "vidur_fast.commands.main", "--output.dir", str(run), *RUN],
         capture_output=True,
@@ -206,7 +208,7 @@ def test_temp_dirs_of_a_killed_run_are_cleaned_by_the_next(tmp_path, cache_env):
     )
     assert res.returncode == 0, res.stderr
     assert hidden_leftovers(out_root) == []
-    assert sorted(p.name for p in out_root.iterdir()) == ["other.txt", "run"]
+    assert sorted(p.name for p in out_root.iterdir()) == ["another", "other.txt"]
 
 
 # ---- sweeps ----
@@ -332,3 +334,24 @@ def test_sigterm_of_a_sweep_stops_its_workers_and_keeps_finished_points(tmp_path
     assert len(lines) == 1 and "interrupted by SIGTERM" in lines[0] and "resume" in lines[0], err
     assert log.read_text().strip()
     assert not (out / "results.parquet").exists()
+
+
+def test_sigterm_while_overwriting_keeps_the_old_run(tmp_path, cache_env, capsys):
+    run = tmp_path / "run"
+    assert main(["--output.dir", str(run), *RUN]) == 0
+    before = _snapshot(run)
+    flag = tmp_path / "flag"
+    argv = ["--output.dir", str(run), "--output.overwrite", *RUN]
+    argv[-1] = "80"  # another workload: the new run would differ
+    proc = start_stalled("write", flag, argv, cache_env)
+    try:
+        wait_for(lambda: flag.exists() or proc.poll() is not None, TIMEOUT_S, "the write phase")
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert _snapshot(run) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "flag", "run"]

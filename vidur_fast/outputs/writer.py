@@ -144,6 +144,9 @@ def clean_stale_temps(parent: Path) -> list[Path]:
     except OSError:
         return removed
     for entry in entries:
+        if entry.name.endswith(f".{_TAG}.lock") and _remove_if_unlocked(entry):
+            removed.append(entry)
+            continue
         m = _TEMP_RE.match(entry.name)
         if m is None or not entry.is_dir() or entry.is_symlink():
             continue
@@ -157,6 +160,30 @@ def clean_stale_temps(parent: Path) -> list[Path]:
             shutil.rmtree(entry, ignore_errors=True)
             removed.append(entry)
     return removed
+
+
+def _remove_if_unlocked(lock: Path) -> bool:
+    """Remove a lock file that no live process holds (its run was killed outright)."""
+    if fcntl is None or not lock.is_file() or lock.is_symlink():
+        return False
+    try:
+        fd = os.open(lock, os.O_RDWR)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return False  # held: a run is writing
+    try:
+        if os.fstat(fd).st_ino == os.stat(lock).st_ino:
+            lock.unlink()
+            return True
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    return False
 
 
 class RunDirClaim:
