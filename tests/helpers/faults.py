@@ -70,8 +70,10 @@ def wait_for(cond: Callable[[], bool], timeout_s: float, what: str, every_s: flo
 
 
 def session_pids(sid: int) -> list[int]:
-    """Live processes of session sid (Linux /proc or `ps`), zombies excluded."""
-    out = subprocess.run(["ps", "-A", "-o", "pid=,sess=,stat="], capture_output=True, text=True)
+    """Live processes of the process group sid (a process started with
+    start_new_session=True leads a group of that id), zombies excluded; `ps` on Linux and
+    macOS."""
+    out = subprocess.run(["ps", "-A", "-o", "pid=,pgid=,stat="], capture_output=True, text=True)
     pids = []
     for line in out.stdout.splitlines():
         parts = line.split()

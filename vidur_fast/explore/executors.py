@@ -215,6 +215,7 @@ class RayExecutor:
         ray = self._ray
         remote = ray.remote(num_cpus=1, max_retries=0)(fn)
         pending = {remote.remote(item): item for item in items}
+        self._pending = pending  # cancelled by close(abort=True)
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
@@ -225,6 +226,12 @@ class RayExecutor:
                     yield item, None, exc
 
     def close(self, abort: bool = False) -> None:
+        """Stop a cluster this executor started; abort: cancel the tasks still running (on a
+        cluster it joined they would run on otherwise)."""
+        if abort:
+            for ref in list(getattr(self, "_pending", {})):
+                with contextlib.suppress(Exception):
+                    self._ray.cancel(ref, force=True)
         if self._owned:
             self._ray.shutdown()
 
