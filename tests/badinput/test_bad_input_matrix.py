@@ -251,6 +251,17 @@ TRACE_CASES = [
         "row 2",
     ),
     _c(
+        "mooncake_duplicate_key",
+        lambda d: _trace_args(
+            _write(
+                d / "t.jsonl",
+                '{"timestamp": 0, "input_length": 600, "output_length": 5}\n'
+                '{"timestamp": 5, "input_length": 600, "output_length": 5, "input_length": 9}\n',
+            )
+        ),
+        "row 2",
+    ),
+    _c(
         "mooncake_not_object",
         lambda d: _trace_args(_write(d / "t.jsonl", "[1, 2, 3]\n")),
         "row 1",

@@ -327,9 +327,11 @@ def _read_mooncake(
         raise loc.file_error("empty file")
     kept = [lines[i - 1] for i in line_no]
     try:
-        records = json.loads("[" + ",".join(kept) + "]")
+        records = json.loads("[" + ",".join(kept) + "]", object_pairs_hook=_unique_keys)
     except json.JSONDecodeError:
         records = None
+    except _DuplicateKey:
+        _raise_duplicate_key(kept, loc)
     if records is None or len(records) != len(kept):
         _raise_bad_json_line(kept, loc)
     not_object = np.flatnonzero([type(r) is not dict for r in records])
@@ -355,6 +357,33 @@ def _read_mooncake(
         _check_block_counts(np.diff(offsets), low, None, "hash_ids", rule, loc)
         block_ids = BlockIds(offsets, ids, MOONCAKE_BLOCK_TOKENS, covers_output=False)
     return TraceData(path, "mooncake", prompt, decode, arrival, None, block_ids, line_no - 1)
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list) -> dict:
+    """A JSON object as a dict; a key given twice raises (json would keep the last one)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return out
+
+
+def _raise_duplicate_key(lines: list[str], loc: RowLocator) -> None:
+    for i, line in enumerate(lines):
+        try:
+            json.loads(line, object_pairs_hook=_unique_keys)
+        except _DuplicateKey as exc:
+            raise loc.error(i, str(exc), "key given twice in this line; keep one") from None
+        except json.JSONDecodeError:
+            continue
+    raise loc.file_error("a key given twice in one line")
 
 
 def _raise_bad_json_line(lines: list[str], loc: RowLocator) -> None:
