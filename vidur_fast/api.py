@@ -43,10 +43,16 @@ def _needs_hashes(cfg: SimConfig) -> bool:
 
 
 def _check_workload_for_router(cfg: SimConfig, wl) -> None:
+    """A router whose input the workload lacks is refused (it would silently act as another)."""
     if isinstance(cfg.router, StickyRouter) and not wl.has_sessions:
         raise ConfigError(
             "router: sticky needs session ids in the workload (a trace with a session_id "
             "column); this workload has none"
+        )
+    if isinstance(cfg.router, PrefixAwareRouter) and not wl.has_hashes:
+        raise ConfigError(
+            "router: prefix_aware needs prefix block hashes in the workload (a trace with "
+            "block_hash_ids and block_size, or Mooncake hash_ids); this workload has none"
         )
 
 

@@ -251,6 +251,17 @@ TRACE_CASES = [
         "row 2",
     ),
     _c(
+        "mooncake_duplicate_key",
+        lambda d: _trace_args(
+            _write(
+                d / "t.jsonl",
+                '{"timestamp": 0, "input_length": 600, "output_length": 5}\n'
+                '{"timestamp": 5, "input_length": 600, "output_length": 5, "input_length": 9}\n',
+            )
+        ),
+        "row 2",
+    ),
+    _c(
         "mooncake_not_object",
         lambda d: _trace_args(_write(d / "t.jsonl", "[1, 2, 3]\n")),
         "row 1",
@@ -277,6 +288,38 @@ TRACE_CASES = [
             "error",
         ),
         "row 2",
+    ),
+    _c(
+        "trace_duplicate_column",
+        lambda d: _trace_args(
+            _trace(
+                d,
+                "t.csv",
+                ["0,10,5,99"],
+                "arrived_at,num_prefill_tokens,num_decode_tokens,num_prefill_tokens",
+            )  # fmt: skip
+        ),
+        "'num_prefill_tokens' appears twice",
+    ),
+    _c(
+        "trace_extra_field_first_row",
+        lambda d: _trace_args(_trace(d, "t.csv", ["0,10,5,7", "1,20,6"])),
+        "row 1",
+    ),
+    _c(
+        "trace_extra_field_later_row",
+        lambda d: _trace_args(_trace(d, "t.csv", ["0,10,5", "1,20,6", "2,30,7,9"])),
+        "row 3",
+    ),
+    _c("trace_is_a_directory", lambda d: _trace_args(str(d)), "is a directory"),
+    _c(
+        "prefix_aware_without_hashes",
+        lambda d: [
+            "scheduler:vllm_v1",
+            "router:prefix_aware",
+            *_trace_args(_trace(d, "t.csv", ["0,10,5", "1,20,6"])),
+        ],
+        "router: prefix_aware needs prefix block hashes",
     ),
     _c(
         "strict_request_never_fits",
@@ -338,6 +381,16 @@ PROFILE_CASES = [
         "cluster.model",
     ),
     _c(
+        "hf_config_kv_heads_not_dividing",
+        lambda d: ["--cluster.model", _hf_config(d, _llama_hf(num_key_value_heads=5))],
+        "32 query heads are not a multiple of its 5 KV heads",
+    ),
+    _c(
+        "hf_config_more_kv_than_q_heads",
+        lambda d: ["--cluster.model", _hf_config(d, _llama_hf(num_key_value_heads=64))],
+        "not a multiple of its 64 KV heads",
+    ),
+    _c(
         "hf_config_wrong_type",
         lambda d: ["--cluster.model", _hf_config(d, _llama_hf(num_hidden_layers="many"))],
         "cluster.model",
@@ -354,8 +407,15 @@ def _file_as_parent(d: Path) -> list[str]:
     return ["--output.dir", _write(d / "plainfile", "x") + "/run"]
 
 
+def _user_files(d: Path) -> list[str]:
+    _write(d / "mine" / "notes.txt", "precious")
+    return ["--output.dir", str(d / "mine"), "--output.overwrite"]
+
+
 OUTPUT_AND_CACHE_CASES = [
     _c("output_dir_exists", _existing_run, "already exists"),
+    _c("output_overwrite_user_files", _user_files, "not a vidur-fast run directory"),
+    _c("output_dir_empty_string", ["--output.dir", ""], "output.dir: empty path"),
     _c("output_parent_is_a_file", _file_as_parent, "output.dir"),
     _c("output_unwritable", ["--output.dir", "/proc/vidur-fast-run"], "output.dir"),
     _c(
@@ -404,6 +464,8 @@ def test_bad_input_one_line_exit_2_no_run_dir(case, dirs, capsys):
     code, err = run_cli([*out_args, *FAST, *args], capsys)
     _assert_one_error_line(code, err, case.needle)
     assert not out_root.exists(), "a run directory (or its parent) was left behind"
+    if case.id == "output_overwrite_user_files":
+        assert (inputs / "mine" / "notes.txt").read_text() == "precious"
     leftovers = [p.name for p in inputs.rglob("*") if p.name.startswith(".") and "tmp" in p.name]
     assert not leftovers
 
@@ -477,6 +539,7 @@ SUBPROCESS_IDS = (
     "vidur_mlp_corrupt",
     "hf_config_is_list",
     "output_unwritable",
+    "output_overwrite_user_files",
     "strict_request_never_fits",
 )
 

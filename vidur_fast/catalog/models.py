@@ -71,6 +71,12 @@ class ModelSpec:
         """Raise ConfigError unless TP divides the heads and PP divides the layers."""
         if tp < 1 or pp < 1:
             raise ConfigError(f"cluster.tp/pp: must be >= 1 (got tp={tp}, pp={pp})")
+        if self.num_kv_heads > self.num_q_heads or self.num_q_heads % self.num_kv_heads:
+            raise ConfigError(
+                f"cluster.model: {self.name}'s {self.num_q_heads} query heads are not a "
+                f"multiple of its {self.num_kv_heads} KV heads (each KV head serves a whole "
+                "group of query heads)"
+            )
         if self.num_q_heads % tp:
             raise ConfigError(
                 f"cluster.tp: {tp} does not divide {self.name}'s {self.num_q_heads} query heads"
@@ -99,7 +105,7 @@ def _from_hf_config(path: Path) -> ModelSpec:
         arch = " ".join(cfg.get("architectures", []) or [])
         gated = "Phi" not in arch and "GPT" not in arch and act != "gelu_new"
         spec = ModelSpec(
-            name=str(cfg.get("_name_or_path") or path.parent.name),
+            name=str(cfg.get("_name_or_path") or path.resolve().parent.name or path),
             num_layers=int(cfg["num_hidden_layers"]),
             num_q_heads=qh,
             num_kv_heads=int(cfg.get("num_key_value_heads", qh)),

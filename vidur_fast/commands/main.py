@@ -1,8 +1,12 @@
 """`vidur-fast`: dispatch to a command (simulate is the default) and print user errors."""
 
+import contextlib
 import gc
 import os
+import signal
 import sys
+import threading
+import warnings
 
 from vidur_fast.errors import UserError
 
@@ -25,6 +29,43 @@ def freeze_heap() -> None:
     gc.freeze()
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised in the main thread so that it unwinds like Ctrl-C: temp
+    directories, claims and worker processes are cleaned up on the way out."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n))
+
+
+def _raise_terminated(signum, frame) -> None:
+    # once: a second signal during the clean-up must not cut the clean-up short
+    for s in _SIGNALS:
+        with contextlib.suppress(OSError, ValueError):
+            signal.signal(s, signal.SIG_IGN)
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def signals_as_interrupts():
+    """SIGTERM and SIGHUP raise Terminated while the block runs (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.getsignal(s) for s in _SIGNALS}
+    for s in _SIGNALS:
+        signal.signal(s, _raise_terminated)
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            with contextlib.suppress(OSError, ValueError, TypeError):
+                signal.signal(s, h if h is not None else signal.SIG_DFL)
+
+
 def _die(msg: str) -> None:
     print(f"error: {msg}", file=sys.stderr)
     raise SystemExit(2)
@@ -37,30 +78,15 @@ def main(argv: list[str] | None = None) -> int:
         cmd = argv.pop(0)
     elif argv and not argv[0].startswith("-") and ":" not in argv[0]:
         _die(f"unknown command {argv[0]!r}; commands: {', '.join(COMMANDS)}")
+    caught: list = []
     try:
-        if cmd == "simulate":
-            from vidur_fast.commands.simulate import cmd_simulate
-
-            return cmd_simulate(argv)
-        if cmd in ("sweep", "capacity"):
-            from vidur_fast.commands.sweep import main_capacity, main_sweep
-
-            return (main_sweep if cmd == "sweep" else main_capacity)(argv)
-        if cmd == "vidur-compat":
-            from vidur_fast.commands.vidur_compat import main_compat
-
-            return main_compat(argv)
-        if cmd == "report":
-            from vidur_fast.commands.report import main_report
-
-            return main_report(argv)
-        if cmd == "validate":
-            from vidur_fast.commands.validate import cmd_validate
-
-            return cmd_validate(argv)
-        from vidur_fast.commands.profiles import cmd_profiles
-
-        return cmd_profiles(argv)
+        # warnings wait until the command ends: shown after a success, dropped after a user
+        # error (whose one line is all the user needs)
+        with signals_as_interrupts(), warnings.catch_warnings(record=True) as caught:
+            code = _dispatch(cmd, argv)
+        for w in caught:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
+        return code
     except UserError as exc:
         _die(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
     except MemoryError:
@@ -69,12 +95,46 @@ def main(argv: list[str] | None = None) -> int:
         # the reader of stdout stopped (`| head`): nothing left to say, and nothing to flush
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except KeyboardInterrupt:
-        print("interrupted (no run directory written)", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        signum = getattr(exc, "signum", signal.SIGINT)
+        name = signal.Signals(signum).name if signum != signal.SIGINT else "Ctrl-C"
+        what = "interrupted" if signum == signal.SIGINT else f"interrupted by {name}"
+        kept = (
+            "finished points are kept; run it again to resume"
+            if cmd in ("sweep", "capacity")
+            else "no run directory written"
+        )
+        print(f"{what} ({kept})", file=sys.stderr)
+        return 128 + int(signum)
     finally:
         freeze_heap()  # interpreter exit then skips walking everything once more
     return 0
+
+
+def _dispatch(cmd: str, argv: list[str]) -> int:
+    if cmd == "simulate":
+        from vidur_fast.commands.simulate import cmd_simulate
+
+        return cmd_simulate(argv)
+    if cmd in ("sweep", "capacity"):
+        from vidur_fast.commands.sweep import main_capacity, main_sweep
+
+        return (main_sweep if cmd == "sweep" else main_capacity)(argv)
+    if cmd == "vidur-compat":
+        from vidur_fast.commands.vidur_compat import main_compat
+
+        return main_compat(argv)
+    if cmd == "report":
+        from vidur_fast.commands.report import main_report
+
+        return main_report(argv)
+    if cmd == "validate":
+        from vidur_fast.commands.validate import cmd_validate
+
+        return cmd_validate(argv)
+    from vidur_fast.commands.profiles import cmd_profiles
+
+    return cmd_profiles(argv)
 
 
 if __name__ == "__main__":

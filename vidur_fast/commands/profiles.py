@@ -18,6 +18,7 @@ from vidur_fast.catalog import (
 from vidur_fast.commands.errors import parse_args_or_raise
 from vidur_fast.config.predictor import PredictorConfig
 from vidur_fast.config.sim import ClusterConfig
+from vidur_fast.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,10 @@ def profiles_build(args) -> int:
 
 
 def profiles_show(args) -> int:
+    if args.plot is not None:  # before the build: a path that cannot be written fails now
+        from vidur_fast.outputs.writer import check_output_file
+
+        check_output_file(args.plot, "--plot")
     _, timing = _load(args)
     g, tp = timing.grids, timing.params
     c = args.cluster
@@ -131,8 +136,12 @@ def _plot_grids(timing, path: str, title: str) -> None:
         a.legend(fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    try:
+        fig.savefig(path, dpi=90)
+    except OSError as exc:
+        raise ConfigError(f"--plot: cannot write {path} ({exc.strerror or exc})") from None
+    finally:
+        plt.close(fig)
 
 
 @dataclass(frozen=True)

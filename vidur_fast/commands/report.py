@@ -219,5 +219,9 @@ def report(args: ReportArgs) -> int:
 
 
 def main_report(argv: list[str]) -> int:
-    args = tyro.cli(ReportArgs, args=argv, prog="vidur-fast report")
+    from vidur_fast.commands.errors import parse_args_or_raise
+
+    args = parse_args_or_raise(
+        lambda: tyro.cli(ReportArgs, args=argv, prog="vidur-fast report"), "vidur-fast report"
+    )
     return report(args)

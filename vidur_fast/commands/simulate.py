@@ -15,7 +15,7 @@ from vidur_fast.config.presets import format_presets, get_preset
 from vidur_fast.config.sim import SimConfig
 from vidur_fast.errors import ConfigError
 from vidur_fast.outputs.console import format_summary, format_warnings
-from vidur_fast.outputs.writer import check_output_dir, write_run
+from vidur_fast.outputs.writer import claim_output_dir, write_run
 
 
 def take_option(argv: list[str], name: str, what: str) -> tuple[str | None, list[str]]:
@@ -70,10 +70,10 @@ def cmd_simulate(argv: list[str]) -> int:
     if cfg.output.dir is None:
         stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S-%f")
         cfg = replace(cfg, output=replace(cfg.output, dir=f"runs/{stamp}"))
-    check_output_dir(cfg.output)
-    freeze_heap()
-    result = simulate(cfg, progress=not cfg.quiet)
-    path = write_run(result, cfg.output)
+    with claim_output_dir(cfg.output) as claim:  # before the simulation: no run can race it
+        freeze_heap()
+        result = simulate(cfg, progress=not cfg.quiet)
+        path = write_run(result, cfg.output, claim)
     for line in format_warnings(result.summary):
         print(line, file=sys.stderr)
     if not cfg.quiet:

@@ -13,7 +13,7 @@ from vidur_fast.api import simulate
 from vidur_fast.config.vidur_flags import CANARY, accepted_flags, read_vidur_command
 from vidur_fast.errors import ConfigError
 from vidur_fast.outputs.console import format_summary
-from vidur_fast.outputs.writer import check_output_dir, write_run
+from vidur_fast.outputs.writer import claim_output_dir, write_run
 
 USAGE = """usage: vidur-fast vidur-compat [VIDUR FLAGS] [--output-dir DIR]
        vidur-fast vidur-compat explore --config-path CONFIG.yml --output-dir DIR [...]
@@ -149,9 +149,9 @@ def main_compat(argv: list[str]) -> int:
         stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S-%f")
         out_dir = str(Path(cmd.output_base) / stamp)
     cfg = replace(cmd.config, output=replace(cmd.config.output, dir=out_dir))
-    check_output_dir(cfg.output)
-    result = simulate(cfg, progress=True)
-    path = write_run(result, cfg.output)
+    with claim_output_dir(cfg.output) as claim:
+        result = simulate(cfg, progress=True)
+        path = write_run(result, cfg.output, claim)
     print(format_summary(result.summary))
     print(f"run directory: {path}")
     return 0

@@ -8,8 +8,15 @@ Items are chunks of work; the callers order results themselves, so which executo
 (and in what order they finished) never changes the output.
 """
 
+import contextlib
+import ctypes
+import ctypes.util
 import os
+import signal
 import socket
+import sys
+import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from multiprocessing import get_context
@@ -33,12 +40,86 @@ class InlineExecutor:
             except Exception as exc:  # reported per item like the pools do
                 yield item, None, exc
 
-    def close(self) -> None:
+    def close(self, abort: bool = False) -> None:
         pass
 
 
 # Imported once in the fork server, so that worker processes start with them loaded.
 _PRELOAD = ["vidur_fast.explore.worker"]
+_WATCH_EVERY_S = 0.5
+
+
+def _set_parent_death_signal() -> None:
+    """Linux: the kernel sends SIGKILL to this process when its parent (the fork server,
+    which exits when the main process does) dies."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _release_fork_server() -> None:
+    """Close this worker's copy of the fork server's keep-alive pipe. The fork server exits
+    when every holder of that pipe is gone; with the workers holding it, a killed main
+    process would leave the server, and so the workers, running."""
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    fd = getattr(server, "_forkserver_alive_fd", None)
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        server._forkserver_alive_fd = None
+
+
+def _gone(pid: int) -> bool:
+    """True when pid has exited (a zombie not yet reaped counts as exited)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _watch_parent(main_pid: int, parent_pid: int) -> None:
+    """Exit this worker as soon as the main process or the worker's parent is gone (every
+    platform; on Linux the death signal usually gets there first)."""
+    while True:
+        time.sleep(_WATCH_EVERY_S)
+        if os.getppid() != parent_pid or _gone(main_pid):
+            os._exit(1)
+
+
+def _exit_on_term(signum, frame) -> None:
+    """SIGTERM in a worker (the main process stopping the pool): run the exit clean-up that
+    releases this process's semaphores, then exit at once."""
+    from multiprocessing import util
+
+    with contextlib.suppress(Exception):
+        util._run_finalizers(0)
+    os._exit(128 + signum)
+
+
+def worker_init(main_pid: int) -> None:
+    """Initializer of every pool worker: die with the main process (kill -9 included), and
+    leave Ctrl-C and SIGTERM to the main process, which stops the pool itself."""
+    _set_parent_death_signal()
+    _release_fork_server()
+    parent = os.getppid()
+    if parent == 1:  # the parent died before the death signal was armed
+        os._exit(1)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _exit_on_term)
+    threading.Thread(target=_watch_parent, args=(main_pid, parent), daemon=True).start()
 
 
 class LocalExecutor:
@@ -50,7 +131,9 @@ class LocalExecutor:
         self.workers = workers
         ctx = get_context("forkserver")
         ctx.set_forkserver_preload(_PRELOAD)
-        self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+        self._pool = ProcessPoolExecutor(
+            max_workers=workers, mp_context=ctx, initializer=worker_init, initargs=(os.getpid(),)
+        )
 
     def imap(self, fn: Callable, items: Iterable) -> Iterator[tuple[Any, Any, BaseException]]:
         pending = {self._pool.submit(fn, item): item for item in items}
@@ -61,7 +144,22 @@ class LocalExecutor:
                 exc = fut.exception()
                 yield item, (None if exc else fut.result()), exc
 
-    def close(self) -> None:
+    def close(self, abort: bool = False) -> None:
+        """Wait for the running items; abort: kill the workers instead (an interrupt)."""
+        if abort:
+            procs = list((getattr(self._pool, "_processes", None) or {}).values())
+            for proc in procs:
+                with contextlib.suppress(OSError, ValueError):
+                    proc.terminate()
+            for proc in procs:
+                with contextlib.suppress(OSError, ValueError, AssertionError):
+                    proc.join(timeout=5)
+                    if proc.exitcode is None:
+                        proc.kill()
+                        proc.join(timeout=5)
+            # the pool notices its dead workers and releases its queues and their semaphores
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            return
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 
@@ -117,6 +215,7 @@ class RayExecutor:
         ray = self._ray
         remote = ray.remote(num_cpus=1, max_retries=0)(fn)
         pending = {remote.remote(item): item for item in items}
+        self._pending = pending  # cancelled by close(abort=True)
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
@@ -126,7 +225,13 @@ class RayExecutor:
                 except Exception as exc:  # a dead worker fails its items, not the run
                     yield item, None, exc
 
-    def close(self) -> None:
+    def close(self, abort: bool = False) -> None:
+        """Stop a cluster this executor started; abort: cancel the tasks still running (on a
+        cluster it joined they would run on otherwise)."""
+        if abort:
+            for ref in list(getattr(self, "_pending", {})):
+                with contextlib.suppress(Exception):
+                    self._ray.cancel(ref, force=True)
         if self._owned:
             self._ray.shutdown()
 

@@ -1,24 +1,103 @@
 """Grid expansion: the cross product of the grid lists applied to the base config.
 
-Each point gets an id, a hash of its resolved config (output settings excluded), so a rerun
-recognises finished points whatever their position in the grid.
+Each point gets an id, a hash of its resolved config (output settings excluded) and of the
+content of every input file it reads (traces, profile directories, model config files), so a
+rerun recognises finished points whatever their position in the grid, and reruns the points
+whose inputs changed.
 """
 
 import dataclasses
 import hashlib
 import itertools
 import json
+import os
+import stat
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from vidur_fast.config.convert import config_dict, field_types, member_name, set_path, union_members
+from vidur_fast.config.convert import (
+    NotApplicable,
+    config_dict,
+    field_types,
+    member_name,
+    set_path,
+    union_members,
+)
 from vidur_fast.config.sim import SimConfig
 from vidur_fast.errors import ConfigError
+from vidur_fast.explore.errors import SweepFileError
 from vidur_fast.explore.spec import SweepSpec
 
 # Fields that never change what a simulation computes (where grids are cached neither).
 _NOT_HASHED = ("output", "quiet")
 _PREDICTOR_NOT_HASHED = ("cache_dir", "cache_mode")
+# Config fields that name input files or directories (a model may be a catalog name instead).
+_INPUT_FIELDS = ("path", "profile_dir", "model")
+# (real path, size, mtime, inode) -> content hash, so that many points share one read
+_FILE_HASHES: dict[tuple, str] = {}
+
+
+def _file_hash(path: Path, st: os.stat_result) -> str:
+    key = (str(path), st.st_size, st.st_mtime_ns, st.st_ino)
+    found = _FILE_HASHES.get(key)
+    if found is None:
+        h = hashlib.sha256()
+        try:
+            with path.open("rb") as f:
+                while block := f.read(1 << 20):
+                    h.update(block)
+            found = h.hexdigest()
+        except OSError as exc:
+            found = f"unreadable:{exc.errno}"
+        _FILE_HASHES[key] = found
+    return found
+
+
+def content_hash(path: str) -> str | None:
+    """Hash of what path holds: a file's bytes, or a directory's relative file names and
+    their bytes; None when nothing exists there (a catalog name). Pipes and devices are
+    never read (they can be read once only): they hash as their path."""
+    p = Path(path)
+    try:
+        st = p.stat()
+    except (OSError, ValueError):
+        return None
+    if stat.S_ISREG(st.st_mode):
+        return _file_hash(p.resolve(), st)
+    if not stat.S_ISDIR(st.st_mode):
+        return f"stream:{path}"
+    h = hashlib.sha256()
+    for root, dirs, files in os.walk(p):
+        dirs.sort()
+        for name in sorted(files):
+            f = Path(root) / name
+            try:
+                fst = f.stat()
+            except OSError:
+                continue
+            if stat.S_ISREG(fst.st_mode):
+                h.update(f"{f.relative_to(p)}\0{_file_hash(f.resolve(), fst)}\n".encode())
+    return h.hexdigest()
+
+
+def input_hashes(cfg: Any) -> dict[str, str]:
+    """Field path -> content hash of every input file or directory the config names."""
+    out: dict[str, str] = {}
+
+    def walk(obj: Any, prefix: str) -> None:
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            name = f"{prefix}{f.name}"
+            if dataclasses.is_dataclass(value):
+                walk(value, name + ".")
+            elif f.name in _INPUT_FIELDS and isinstance(value, str) and value:
+                digest = content_hash(value)
+                if digest is not None:
+                    out[name] = digest
+
+    walk(cfg, "")
+    return out
 
 
 @dataclass(frozen=True)
@@ -39,7 +118,13 @@ def config_id(cfg: SimConfig, extra: Any = None) -> str:
     data["predictor"] = {
         k: v for k, v in data["predictor"].items() if k not in _PREDICTOR_NOT_HASHED
     }
-    blob = json.dumps([data, extra], sort_keys=True, default=str, separators=(",", ":"))
+    inputs = input_hashes(cfg)
+    blob = json.dumps(
+        [data, extra, inputs] if inputs else [data, extra],
+        sort_keys=True,
+        default=str,
+        separators=(",", ":"),
+    )
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -55,7 +140,14 @@ def apply_overrides(base: SimConfig, grid: dict, overrides: dict) -> SimConfig:
     order = sorted(overrides, key=lambda k: grid[k][0].count("."))
     for key in order:
         path = grid[key][0]
-        cfg = set_path(cfg, path.split("."), overrides[key], path)
+        try:
+            cfg = set_path(cfg, path.split("."), overrides[key], path)
+        except NotApplicable:
+            raise
+        except ConfigError as exc:  # a value no point could take: the file is wrong
+            msg = str(exc)
+            msg = f"grid.{key}{msg[len(path) :]}" if msg.startswith(path) else f"grid.{key}: {msg}"
+            raise SweepFileError(msg) from None
     return cfg
 
 
@@ -67,7 +159,7 @@ def expand(spec: SweepSpec) -> list[Point]:
         overrides = dict(zip(keys, combo, strict=True))
         try:
             cfg = apply_overrides(spec.base, spec.grid, overrides)
-        except ConfigError as exc:
+        except NotApplicable as exc:  # this point's union member lacks the field
             points.append(Point(i, _overrides_id(overrides), overrides, None, str(exc)))
             continue
         points.append(Point(i, config_id(cfg), overrides, cfg, None))

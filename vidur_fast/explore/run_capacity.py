@@ -18,7 +18,7 @@ from vidur_fast.explore.points import Point, config_id, expand
 from vidur_fast.explore.run_sweep import build_table, point_columns
 from vidur_fast.explore.slo import CapacitySettings, parse_capacity
 from vidur_fast.explore.spec import load_spec
-from vidur_fast.explore.store import ResultLog, prepare_dir, write_table
+from vidur_fast.explore.store import ResultLog, prepare_dir, release_dir, write_table
 from vidur_fast.explore.worker import cost_per_hour_usd, error_text, search_deployment
 
 QPS_PATH = "workload.intervals.qps"
@@ -88,6 +88,7 @@ def run_capacity(
     ids = {p.index: config_id(p.config, extra) if p.config else p.id for p in points}
     out = out or f"runs/capacity-{Path(config_path).stem}"
     pool = make_executor(executor, workers, ray_address)
+    out_dir = None
     try:
         out_dir = prepare_dir(out, "capacity", {"source": str(config_path), **extra})
         log = ResultLog(out_dir / "deployments.jsonl")
@@ -95,20 +96,25 @@ def run_capacity(
             n_run, n_skipped = _search_all(points, ids, settings, log, pool, retry_errors, quiet)
         finally:
             log.close()
-    finally:
         pool.close()
-    table, probes = _tables(spec, points, ids, log, settings)
-    write_table(table, out_dir, "capacity")
-    write_table(probes, out_dir, "probes")
-    title = "; ".join(f"{k} <= {v:g} s" for k, v in settings.slo.items())
-    plot_pareto(
-        table,
-        settings.pareto_metric,
-        "cost_per_million_requests_usd",
-        "label",
-        out_dir / "pareto.png",
-        f"capacity under {title}",
-    )
+        table, probes = _tables(spec, points, ids, log, settings)
+        write_table(table, out_dir, "capacity")
+        write_table(probes, out_dir, "probes")
+        title = "; ".join(f"{k} <= {v:g} s" for k, v in settings.slo.items())
+        plot_pareto(
+            table,
+            settings.pareto_metric,
+            "cost_per_million_requests_usd",
+            "label",
+            out_dir / "pareto.png",
+            f"capacity under {title}",
+        )
+    except BaseException:
+        pool.close(abort=True)  # an interrupt or a signal: no worker outlives the command
+        raise
+    finally:
+        if out_dir is not None:
+            release_dir(out_dir)
     if not quiet:
         cols = [
             "label",

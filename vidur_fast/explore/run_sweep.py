@@ -12,7 +12,7 @@ from vidur_fast.explore.chunking import make_chunks
 from vidur_fast.explore.executors import make_executor
 from vidur_fast.explore.points import Point, describe, expand, grid_value_label
 from vidur_fast.explore.spec import SweepSpec, load_spec
-from vidur_fast.explore.store import ResultLog, prepare_dir, write_table
+from vidur_fast.explore.store import ResultLog, prepare_dir, release_dir, write_table
 from vidur_fast.explore.worker import error_text, run_chunk
 
 DESCRIBED_PATHS = {
@@ -83,6 +83,7 @@ def run_sweep(
     points = expand(spec)
     out = out or f"runs/sweep-{Path(config_path).stem}"
     pool = make_executor(executor, workers, ray_address)  # before any file is written
+    out_dir = None
     try:
         out_dir = prepare_dir(out, "sweep", {"source": str(config_path), "points": len(points)})
         log = ResultLog(out_dir / "points.jsonl")
@@ -91,10 +92,15 @@ def run_sweep(
             rows = [{**point_columns(spec, p), **log.entries[p.id]} for p in points]
         finally:
             log.close()
-    finally:
         pool.close()
-    table = build_table(rows)
-    write_table(table, out_dir, "results")
+        table = build_table(rows)
+        write_table(table, out_dir, "results")
+    except BaseException:
+        pool.close(abort=True)  # an interrupt or a signal: no worker outlives the command
+        raise
+    finally:
+        if out_dir is not None:
+            release_dir(out_dir)
     if not quiet:
         n_err = int((table["status"] != "ok").sum())
         print(

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from vidur_fast.config.predictor import PredictorConfig
+from vidur_fast.errors import ConfigError
 from vidur_fast.timing.grids import GRID_FIELDS
 from vidur_fast.timing.samples import OperatorSamples
 
@@ -57,7 +58,13 @@ def default_cache_dir() -> Path:
 
 
 def resolve_cache_dir(cfg: PredictorConfig) -> Path:
-    return Path(cfg.cache_dir).expanduser() if cfg.cache_dir else default_cache_dir()
+    """The grid cache directory; a path that exists but is not a directory is a user error
+    naming where it came from."""
+    path = Path(cfg.cache_dir).expanduser() if cfg.cache_dir else default_cache_dir()
+    if path.exists() and not path.is_dir():
+        where = "predictor.cache_dir" if cfg.cache_dir else "VIDUR_FAST_CACHE"
+        raise ConfigError(f"{where}: {path} exists and is not a directory")
+    return path
 
 
 # ---- key ----

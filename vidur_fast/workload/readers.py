@@ -5,9 +5,18 @@ JSON hash lists into one flat array. Every problem becomes a one-line TraceError
 file, the 1-based data row and the column.
 """
 
+import contextlib
+import csv
 import dataclasses
 import gzip
+import io
 import json
+import os
+import re
+import shutil
+import stat
+import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,8 +113,22 @@ def _is_gzip(path: str) -> bool:
 
 
 def _check_exists(path: str) -> None:
-    if not Path(path).is_file():
+    p = Path(path)
+    if p.is_dir():
+        raise TraceError(f"{path}: is a directory, not a trace file")
+    if not p.exists():
         raise TraceError(f"{path}: file not found")
+    if not p.is_file() and not _is_stream(path):
+        raise TraceError(f"{path}: not a regular file, pipe or FIFO")
+
+
+def _is_stream(path: str) -> bool:
+    """A pipe, FIFO or character device (`<(zcat trace.csv.gz)`, /dev/stdin): readable once."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode)
 
 
 def _read_text(path: str) -> str:
@@ -145,23 +168,74 @@ def detect_format(path: str) -> str:
     return "vidur"
 
 
+_FIELDS_RE = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
+
+
 def _read_csv(
     path: str, usecols: list[str] | None, max_rows: int | None, dtype: dict | None = None
 ) -> pd.DataFrame:
+    """The columns usecols of a CSV trace. Every row is checked against the header: a row
+    with more fields than the header has columns is an error naming the row (pandas would
+    shift the row's values into other columns, or drop the surplus, without a word)."""
     try:
         compression = "gzip" if _is_gzip(path) else None
-        return pd.read_csv(
-            path, usecols=usecols, nrows=max_rows, dtype=dtype, compression=compression
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            df = pd.read_csv(
+                path, nrows=max_rows, dtype=dtype, compression=compression, index_col=False
+            )
+    except pd.errors.EmptyDataError:
+        raise TraceError(f"{path}: empty file") from None
+    except (pd.errors.ParserError, ValueError, OSError, EOFError, UnicodeDecodeError) as exc:
+        detail = " ".join(str(exc).split())
+        m = _FIELDS_RE.search(detail)
+        if m:
+            header, line, saw = m.groups()
+            raise TraceError(
+                f"{path}: row {int(line) - 1} (line {line}): {saw} fields but the header has "
+                f"{header} columns; add the column to the header or remove the extra fields"
+            ) from None
+        raise TraceError(f"{path}: not a readable CSV ({detail})") from None
+    if any(issubclass(w.category, pd.errors.ParserWarning) for w in caught):
+        raise TraceError(
+            f"{path}: row 1 (line 2): more fields than the header has columns; add the column "
+            "to the header or remove the extra fields"
         )
+    if usecols is not None:
+        df = df[usecols]
+    return df
+
+
+def _csv_columns(path: str) -> list[str]:
+    """The header's column names as written; a name given twice is an error (pandas would
+    rename the second one and the reader would use the first without a word)."""
+    try:
+        names = next(csv.reader(io.StringIO(_first_line(path))))
+    except (csv.Error, StopIteration):
+        raise TraceError(f"{path}: not a readable CSV header") from None
+    seen: dict[str, int] = {}
+    for i, raw in enumerate(names):
+        name = raw.strip()
+        if name and name in seen:
+            raise TraceError(
+                f"{path}: column {name!r} appears twice in the header (columns {seen[name] + 1} "
+                f"and {i + 1}); keep one"
+            )
+        seen[name] = i
+    return [str(c) for c in _read_csv_header(path)]
+
+
+def _read_csv_header(path: str) -> list[str]:
+    try:
+        compression = "gzip" if _is_gzip(path) else None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return list(pd.read_csv(path, nrows=0, compression=compression).columns)
     except pd.errors.EmptyDataError:
         raise TraceError(f"{path}: empty file") from None
     except (pd.errors.ParserError, ValueError, OSError, EOFError, UnicodeDecodeError) as exc:
         detail = " ".join(str(exc).split())
         raise TraceError(f"{path}: not a readable CSV ({detail})") from None
-
-
-def _csv_columns(path: str) -> list[str]:
-    return [str(c) for c in _read_csv(path, None, 0).columns]
 
 
 def _require_rows(frame_len: int, loc: RowLocator) -> None:
@@ -274,9 +348,11 @@ def _read_mooncake(
         raise loc.file_error("empty file")
     kept = [lines[i - 1] for i in line_no]
     try:
-        records = json.loads("[" + ",".join(kept) + "]")
+        records = json.loads("[" + ",".join(kept) + "]", object_pairs_hook=_unique_keys)
     except json.JSONDecodeError:
         records = None
+    except _DuplicateKey:
+        _raise_duplicate_key(kept, loc)
     if records is None or len(records) != len(kept):
         _raise_bad_json_line(kept, loc)
     not_object = np.flatnonzero([type(r) is not dict for r in records])
@@ -302,6 +378,33 @@ def _read_mooncake(
         _check_block_counts(np.diff(offsets), low, None, "hash_ids", rule, loc)
         block_ids = BlockIds(offsets, ids, MOONCAKE_BLOCK_TOKENS, covers_output=False)
     return TraceData(path, "mooncake", prompt, decode, arrival, None, block_ids, line_no - 1)
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list) -> dict:
+    """A JSON object as a dict; a key given twice raises (json would keep the last one)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return out
+
+
+def _raise_duplicate_key(lines: list[str], loc: RowLocator) -> None:
+    for i, line in enumerate(lines):
+        try:
+            json.loads(line, object_pairs_hook=_unique_keys)
+        except _DuplicateKey as exc:
+            raise loc.error(i, str(exc), "key given twice in this line; keep one") from None
+        except json.JSONDecodeError:
+            continue
+    raise loc.file_error("a key given twice in one line")
 
 
 def _raise_bad_json_line(lines: list[str], loc: RowLocator) -> None:
@@ -356,6 +459,8 @@ def read_trace(
     """Read and validate a trace file; only the first max_rows data rows when given."""
     path = str(path)
     _check_exists(path)
+    if _is_stream(path):
+        return _read_stream(path, fmt, need_arrivals, need_hashes, max_rows)
     if fmt == "auto":
         fmt = detect_format(path)
     if fmt == "vidur":
@@ -365,3 +470,28 @@ def read_trace(
     if fmt == "azure":
         return _read_azure(path, need_arrivals, max_rows)
     raise TraceError(f"{path}: unknown trace format {fmt!r} (allowed: auto, {', '.join(FORMATS)})")
+
+
+def _read_stream(
+    path: str, fmt: str, need_arrivals: bool, need_hashes: bool, max_rows: int | None
+) -> TraceData:
+    """A pipe or FIFO can be read once only: copy it to a temporary file, read that, and name
+    the pipe (not the copy) in the data and in every error."""
+    fd, tmp = tempfile.mkstemp(prefix="vidur-fast-trace.", suffix=Path(path).suffix)
+    try:
+        with os.fdopen(fd, "wb") as out, open(path, "rb") as src:
+            shutil.copyfileobj(src, out, 1 << 20)
+        if fmt == "auto" and not Path(path).suffix:  # `<(...)` has no name to go by
+            fmt = detect_format(tmp)
+        try:
+            data = read_trace(
+                tmp, fmt, need_arrivals=need_arrivals, need_hashes=need_hashes, max_rows=max_rows
+            )
+        except TraceError as exc:
+            raise TraceError(str(exc).replace(tmp, path)) from None
+        return dataclasses.replace(data, path=path)
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)

@@ -56,7 +56,14 @@ def test_small_run_writes_a_complete_run_directory(tmp_path):
     )
     assert res.returncode == 0, res.stderr
     names = sorted(p.name for p in out.iterdir())
-    assert names == ["config.json", "metrics.h5", "request_metrics.csv", "summary.json"]
+    assert names == [
+        ".vidur-fast-run",  # the marker that lets --output.overwrite replace it
+        "config.json",
+        "metrics.h5",
+        "request_metrics.csv",
+        "summary.json",
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # no lock or temp dir left
     # existing directory without --output.overwrite is refused
     res2 = _cli("--output.dir", str(out), *FAST)
     assert res2.returncode == 2 and "already exists" in res2.stderr

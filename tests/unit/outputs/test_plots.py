@@ -30,6 +30,7 @@ def test_plots_written_when_asked(small_run_dir):
 def test_no_plots_or_trace_by_default(small_result, tmp_path):
     path = write_plain(small_result, tmp_path / "plain")
     assert sorted(p.name for p in path.iterdir()) == [
+        ".vidur-fast-run",
         "config.json",
         "metrics.h5",
         "request_metrics.csv",
