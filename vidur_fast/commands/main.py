@@ -10,15 +10,40 @@ import warnings
 
 from vidur_fast.errors import UserError
 
-COMMANDS = (
-    "simulate",
-    "profiles",
-    "vidur-compat",
-    "report",
-    "sweep",
-    "capacity",
-    "validate",
-)
+# command -> what it does (the top-level help's list)
+COMMAND_HELP = {
+    "simulate": "simulate one deployment (the default command; flags: simulate --help)",
+    "sweep": "run a grid of configs from a YAML file, one row of results per point",
+    "capacity": "highest QPS per deployment under latency SLOs, cost, Pareto frontier",
+    "report": "compare run directories; --html FILE writes one self-contained page",
+    "validate": "simulate measured benchmarks (a CSV, or --silicon-sample) and report errors",
+    "profiles": "list models, devices and timing sources; build or show timing grids",
+    "vidur-compat": "run a Vidur command line (main or canary) unchanged; explore: its explorer",
+}
+COMMANDS = tuple(COMMAND_HELP)
+
+TOP_HELP = """usage: vidur-fast [COMMAND] [FLAGS]
+
+A fast LLM inference serving simulator: TTFT, TBT, latency, queueing, KV use, throughput and
+cost of a deployment under a workload.
+
+commands:
+{commands}
+
+common invocations:
+  vidur-fast                                          # the default simulation (Llama-3-8B, H100)
+  vidur-fast --preset llama3-70b-h100-tp4 --cluster.num-replicas 2 workload:trace \\
+      --workload.path trace.csv                       # a named setup, a trace, two replicas
+  vidur-fast capacity docs/examples/capacity_llama3_8b.yaml --workers 2
+
+`vidur-fast COMMAND --help` shows each command's flags; `--preset list` the named setups;
+`python -m vidur_fast` is the same program."""
+
+
+def top_help() -> str:
+    width = max(map(len, COMMAND_HELP))
+    lines = "\n".join(f"  {c:<{width}}  {h}" for c, h in COMMAND_HELP.items())
+    return TOP_HELP.format(commands=lines)
 
 
 def freeze_heap() -> None:
@@ -74,10 +99,17 @@ def _die(msg: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     cmd = "simulate"
+    if argv in (["-h"], ["--help"], ["help"]):
+        print(top_help())
+        return 0
     if argv and argv[0] in COMMANDS:
         cmd = argv.pop(0)
     elif argv and not argv[0].startswith("-") and ":" not in argv[0]:
-        _die(f"unknown command {argv[0]!r}; commands: {', '.join(COMMANDS)}")
+        import difflib
+
+        close = difflib.get_close_matches(argv[0], COMMANDS, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        _die(f"unknown command {argv[0]!r}{hint} commands: {', '.join(COMMANDS)}")
     caught: list = []
     try:
         # warnings wait until the command ends: shown after a success, dropped after a user
