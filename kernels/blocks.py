@@ -20,16 +20,6 @@ def _ceil_div_nb(a, b):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def free_blocks_nb(reps, reqs, p, r):
-    """Blocks not allocated on replica r.
-
-    Mutates: nothing.
-    Returns: int.
-    """
-    return p.num_blocks - reps.alloc_blocks[r]
-
-
-@njit(cache=True, nogil=True, _nrt=False)
 def _kv_touch_nb(reps, r, now_ns):
     """Accumulate the time integral of allocated blocks up to now.
 

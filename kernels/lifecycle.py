@@ -4,7 +4,8 @@ import math
 
 from numba import njit
 from vidur_fast.kernels.blocks import release_nb
-from vidur_fast.kernels.dtypes import NEVER, ReqStatus
+from vidur_fast.kernels.codes import ReqStatus
+from vidur_fast.kernels.dtypes import NEVER
 from vidur_fast.kernels.prefix_cache import cache_full_blocks_nb
 from vidur_fast.kernels.queues import wq_push_front_nb
 
@@ -22,19 +23,6 @@ def batch_add_nb(reps, r, s, i, n):
     reps.bat_req[r, s, k] = i
     reps.bat_tok[r, s, k] = n
     reps.bat_n[r, s] = k + 1
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def batch_tokens_nb(reps, r, s):
-    """Tokens already in the batch being formed.
-
-    Mutates: nothing.
-    Returns: int.
-    """
-    t = 0
-    for k in range(reps.bat_n[r, s]):
-        t += reps.bat_tok[r, s, k]
-    return t
 
 
 # ---- Vidur (legacy) request transitions ----

@@ -11,7 +11,17 @@ from vidur_fast.kernels.closed_loop import (
     release_next_nb,
     was_held_nb,
 )
-from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_MS, ReqStatus, SchedPolicy
+from vidur_fast.kernels.codes import (
+    KV_RULE_PER_REQUEST,
+    LS_DONE,
+    LS_NEXT_REQ,
+    LS_NOW,
+    LS_STEPS,
+    ReqStatus,
+    RunStatus,
+    SchedPolicy,
+)
+from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_MS
 from vidur_fast.kernels.event_tree import tree_build_nb, tree_set_nb, tree_top_nb
 from vidur_fast.kernels.lifecycle import advance_legacy_nb, advance_v1_nb, apply_v1_output_nb
 from vidur_fast.kernels.queues import run_remove_at_nb, wq_push_back_nb, wq_remove_nb
@@ -25,26 +35,7 @@ from vidur_fast.kernels.sched_legacy import (
 )
 from vidur_fast.kernels.sched_lightllm import schedule_lightllm_nb
 from vidur_fast.kernels.sched_v1 import schedule_vllm_v1_nb
-from vidur_fast.kernels.timing import (
-    KV_RULE_PER_REQUEST,
-    ceil_to_nb,
-    host_time_ms_nb,
-    stage_time_ms_nb,
-)
-
-# run_nb return codes
-DONE = 0
-LOG_FULL = 1
-MAX_STEPS = 2
-TIME_LIMIT = 3
-BROKEN = 4
-
-# loop state slots (int64 array carried across resumptions)
-LS_NEXT_REQ = 0
-LS_DONE = 1
-LS_NOW = 2
-LS_STEPS = 3
-N_LS = 4
+from vidur_fast.kernels.timing import ceil_to_nb, host_time_ms_nb, stage_time_ms_nb
 
 
 def batch_slots(p) -> int:
@@ -311,7 +302,7 @@ def run_nb(reqs, reps, log, hist, lstate, rstate, cl, grids, tp, p, u_route, lim
     Arrivals come in index order (open loop) or, when cl has clients, from cl's heap of
     released requests (closed loop; equal arrival times in request-id order).
     Mutates: reqs, reps, log, hist, lstate, rstate, cl, grids.counters.
-    Returns: status code (DONE, LOG_FULL, MAX_STEPS, TIME_LIMIT, BROKEN).
+    Returns: a RunStatus.
     """
     n = reqs.arrival_ns.shape[0]
     log_cap = log.start_ns.shape[0]
@@ -327,10 +318,10 @@ def run_nb(reqs, reps, log, hist, lstate, rstate, cl, grids, tp, p, u_route, lim
             t_arr = reqs.arrival_ns[nr] if nr < n else NEVER
         r, t_rep = tree_top_nb(reps.ev_key, reps.ev_node)
         if t_arr == NEVER and t_rep == NEVER:
-            return DONE
+            return RunStatus.DONE
         t_next = t_arr if t_arr <= t_rep else t_rep
         if limit_ns > 0 and t_next > limit_ns:
-            return TIME_LIMIT
+            return RunStatus.TIME_LIMIT
         if t_arr <= t_rep:
             if closed:
                 heap_pop_nb(cl)
@@ -358,7 +349,7 @@ def run_nb(reqs, reps, log, hist, lstate, rstate, cl, grids, tp, p, u_route, lim
                 _refresh_event_nb(reps, rr)
             continue
         if log.n[0] + slots > log_cap:
-            return LOG_FULL
+            return RunStatus.LOG_FULL
         lstate[LS_NOW] = t_rep
         # the earliest finished slot of this replica, if its end is now
         s_end = -1
@@ -369,7 +360,7 @@ def run_nb(reqs, reps, log, hist, lstate, rstate, cl, grids, tp, p, u_route, lim
         if s_end >= 0:
             d = _finish_batch_nb(reps, reqs, hist, cl, p, r, s_end, t_rep)
             if d < 0:
-                return BROKEN
+                return RunStatus.BROKEN
             lstate[LS_DONE] += d
         reps.wake[r] = NEVER
         # preemptions of steps that formed no batch are logged with the next batch formed
@@ -397,4 +388,4 @@ def run_nb(reqs, reps, log, hist, lstate, rstate, cl, grids, tp, p, u_route, lim
             # resume scheduling this replica after the flush
             reps.wake[r] = t_rep
         _refresh_event_nb(reps, r)
-    return MAX_STEPS
+    return RunStatus.MAX_STEPS

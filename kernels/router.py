@@ -1,11 +1,8 @@
 """Global routers: pick a replica for each arriving request (early binding, as Vidur)."""
 
 from numba import njit
-from vidur_fast.kernels.dtypes import RouterPolicy
+from vidur_fast.kernels.codes import RSTATE_RR, RSTATE_SESSIONS, RouterPolicy
 from vidur_fast.kernels.prefix_cache import longest_cached_prefix_nb
-
-# rstate layout: [0] round-robin counter, [RSTATE_SESSIONS + s] replica of dense session s
-RSTATE_SESSIONS = 4
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -64,8 +61,9 @@ def _route_prefix_aware_nb(reps, reqs, p, i):
 def route_request_nb(reps, reqs, rstate, p, i, u):
     """Choose the replica of request i.
 
-    rstate: int64 scratch (rstate[0] = round-robin counter, then one replica per dense session
-    id for sticky routing, NO_ID until the session is first routed); u: a pre-drawn uniform in
+    rstate: int64 scratch (rstate[RSTATE_RR] = round-robin counter, then from RSTATE_SESSIONS
+    one replica per dense session id for sticky routing, NO_ID until the session is first
+    routed); u: a pre-drawn uniform in
     [0, 1). lor counts requests routed and not finished; lop, sticky and prefix_aware count
     prompt tokens routed whose prefill has not completed (+ at routing, - at first prefill end).
     Sticky: a session stays on the replica of its first request (chosen by lop); requests
@@ -77,8 +75,8 @@ def route_request_nb(reps, reqs, rstate, p, i, u):
     if n == 1:
         r = 0
     elif p.router == RouterPolicy.ROUND_ROBIN:
-        r = rstate[0] % n
-        rstate[0] += 1
+        r = rstate[RSTATE_RR] % n
+        rstate[RSTATE_RR] += 1
     elif p.router == RouterPolicy.RANDOM:
         r = int(u * n)
         if r >= n:

@@ -8,7 +8,8 @@ from vidur_fast.kernels.blocks import (
     allocate_request_nb,
     can_allocate_request_nb,
 )
-from vidur_fast.kernels.dtypes import NO_ID, ReqStatus
+from vidur_fast.kernels.codes import ReqStatus
+from vidur_fast.kernels.dtypes import NO_ID
 from vidur_fast.kernels.lifecycle import batch_add_nb, preempt_to_waiting_nb
 from vidur_fast.kernels.queues import (
     run_append_nb,

@@ -8,7 +8,8 @@ more token.
 
 from numba import njit
 from vidur_fast.kernels.blocks import alloc_nb
-from vidur_fast.kernels.dtypes import NO_ID, ReqStatus
+from vidur_fast.kernels.codes import ReqStatus
+from vidur_fast.kernels.dtypes import NO_ID
 from vidur_fast.kernels.lifecycle import batch_add_nb, preempt_to_waiting_nb
 from vidur_fast.kernels.queues import run_pop_last_nb, run_remove_at_nb, wq_pop_front_nb
 

@@ -27,7 +27,8 @@ they are kept until the stale output drains, so that its ending step knows wheth
 
 from numba import njit
 from vidur_fast.kernels.blocks import _ceil_div_nb, _kv_touch_nb, alloc_nb, release_nb
-from vidur_fast.kernels.dtypes import NO_ID, ReqStatus
+from vidur_fast.kernels.codes import ReqStatus
+from vidur_fast.kernels.dtypes import NO_ID
 from vidur_fast.kernels.lifecycle import batch_add_nb
 from vidur_fast.kernels.prefix_cache import (
     acquire_slot_nb,

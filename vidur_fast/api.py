@@ -14,14 +14,14 @@ from vidur_fast.engine.batch_store import BatchStore
 from vidur_fast.engine.run import run_engine
 from vidur_fast.engine.state import without_pool
 from vidur_fast.errors import ConfigError
-from vidur_fast.kernels.dtypes import NS_PER_S
-from vidur_fast.kernels.timing import (
+from vidur_fast.kernels.codes import (
     CLAMP_DECODE_BATCH,
     CLAMP_DECODE_KV,
     CLAMP_PREFILL_CHUNK,
     CLAMP_PREFILL_KV,
     CLAMP_TOKENS,
 )
+from vidur_fast.kernels.dtypes import NS_PER_S
 from vidur_fast.metrics.requests import request_metrics
 from vidur_fast.metrics.summary import build_summary
 from vidur_fast.params import build_setup, check_strict, rejection_codes

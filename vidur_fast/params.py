@@ -28,7 +28,7 @@ from vidur_fast.engine.memory import (
     vllm_runtime_bytes,
 )
 from vidur_fast.errors import ConfigError
-from vidur_fast.kernels.dtypes import RouterPolicy, SchedPolicy
+from vidur_fast.kernels.codes import RouterPolicy, SchedPolicy
 from vidur_fast.kernels.state import SchedParams
 
 # reasons in Reqs.rejected

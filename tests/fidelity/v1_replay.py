@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from vidur_fast.kernels.dtypes import NS_PER_S, ReqStatus, RouterPolicy, SchedPolicy
+from vidur_fast.kernels.codes import ReqStatus, RouterPolicy, SchedPolicy
+from vidur_fast.kernels.dtypes import NS_PER_S
 from vidur_fast.kernels.loop import _finish_batch_nb
 from vidur_fast.kernels.queues import wq_push_back_nb
 from vidur_fast.kernels.sched_v1 import schedule_vllm_v1_nb

@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from vidur_fast.kernels.dtypes import NEVER, ReqStatus, RouterPolicy, SchedPolicy
+from vidur_fast.kernels.codes import ReqStatus, RouterPolicy, RunStatus, SchedPolicy
+from vidur_fast.kernels.dtypes import NEVER
 from vidur_fast.kernels.state import SchedParams
 from vidur_fast.kernels.timing import TimingParams
 
@@ -221,7 +222,7 @@ def _fixed_v1(num_blocks):
 def test_a_livelocked_engine_raises_instead_of_hanging(monkeypatch):
     import vidur_fast.engine.run as engine_run
 
-    monkeypatch.setattr(engine_run.loop, "run_nb", lambda *a: engine_run.loop.MAX_STEPS)
+    monkeypatch.setattr(engine_run.loop, "run_nb", lambda *a: RunStatus.MAX_STEPS)
     p, setup, _ = _fixed_v1(num_blocks=10)
     with pytest.raises(RuntimeError, match="no progress"):
         _run(p, setup, (np.zeros(1), np.array([5]), np.array([2]), np.zeros(1)))

@@ -4,15 +4,10 @@ record."""
 
 import numpy as np
 import pytest
-from vidur_fast.kernels.dtypes import NEVER, NS_PER_S, SchedPolicy
+from vidur_fast.kernels.codes import KV_RULE_PER_REQUEST, KV_RULE_SUM, N_COUNTERS, SchedPolicy
+from vidur_fast.kernels.dtypes import NEVER, NS_PER_S
 from vidur_fast.kernels.state import SchedParams
-from vidur_fast.kernels.timing import (
-    KV_RULE_PER_REQUEST,
-    KV_RULE_SUM,
-    N_COUNTERS,
-    TimingGrids,
-    TimingParams,
-)
+from vidur_fast.kernels.timing import TimingGrids, TimingParams
 
 from tests.reference.naive_sim import naive_sim
 from tests.scenario.engine_harness import PLAIN_ROUTERS

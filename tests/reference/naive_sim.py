@@ -11,7 +11,7 @@ this stage's previous batch are done.
 
 from dataclasses import dataclass, field
 
-from vidur_fast.kernels.dtypes import SchedPolicy
+from vidur_fast.kernels.codes import SchedPolicy
 
 from tests.reference.block_pool import CountedBlockPool
 from tests.reference.request import Request

@@ -1,6 +1,6 @@
 """Routers of the reference: round_robin, random (pre-drawn uniforms), lor, lop, least_waiting."""
 
-from vidur_fast.kernels.dtypes import RouterPolicy
+from vidur_fast.kernels.codes import RouterPolicy
 
 
 class Router:

@@ -1,9 +1,9 @@
 """Run the kernel loop directly on hand-made requests and a linear step-time grid."""
 
 import numpy as np
-from vidur_fast.kernels.dtypes import RouterPolicy, SchedPolicy
+from vidur_fast.kernels.codes import N_COUNTERS, RouterPolicy, SchedPolicy
 from vidur_fast.kernels.state import SchedParams
-from vidur_fast.kernels.timing import N_COUNTERS, TimingGrids, TimingParams
+from vidur_fast.kernels.timing import TimingGrids, TimingParams
 
 from vidur_fast.engine.run import run_engine
 

@@ -4,7 +4,7 @@ runs, so the host overhead of a step hides behind the step before it."""
 import numpy as np
 import pytest
 from vidur_fast.kernels import prefix_cache as pc
-from vidur_fast.kernels.dtypes import ReqStatus, SchedPolicy
+from vidur_fast.kernels.codes import ReqStatus, SchedPolicy
 from vidur_fast.kernels.timing import TimingParams
 
 from vidur_fast.engine.run import run_engine

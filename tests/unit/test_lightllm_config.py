@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from vidur_fast.kernels.dtypes import SchedPolicy
+from vidur_fast.kernels.codes import SchedPolicy
 
 from vidur_fast.catalog import get_device, get_model
 from vidur_fast.config import ClusterConfig, LightLLMScheduler, SimConfig

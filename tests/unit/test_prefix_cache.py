@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 from vidur_fast.kernels import prefix_cache as pc
-from vidur_fast.kernels.dtypes import NO_HASH, NO_ID, RouterPolicy, SchedPolicy
+from vidur_fast.kernels.codes import RouterPolicy, SchedPolicy
+from vidur_fast.kernels.dtypes import NO_HASH, NO_ID
 from vidur_fast.kernels.timing import TimingParams
 
 from tests.scenario.engine_harness import GC, G, linear_grids, params

@@ -2,7 +2,8 @@
 
 import numpy as np
 import pytest
-from vidur_fast.kernels.dtypes import NS_PER_S, SchedPolicy
+from vidur_fast.kernels.codes import SchedPolicy
+from vidur_fast.kernels.dtypes import NS_PER_S
 from vidur_fast.kernels.timing import TimingParams
 
 from tests.scenario.engine_harness import linear_grids, params

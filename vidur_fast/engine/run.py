@@ -12,8 +12,17 @@ from vidur_fast.errors import UserError
 from vidur_fast.jit_start import start_numba_target
 from vidur_fast.kernels import loop
 from vidur_fast.kernels.closed_loop import ClosedLoop
-from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_S, RouterPolicy
-from vidur_fast.kernels.router import RSTATE_SESSIONS
+from vidur_fast.kernels.codes import (
+    LS_DONE,
+    LS_NEXT_REQ,
+    LS_NOW,
+    N_LS,
+    RSTATE_RR,
+    RSTATE_SESSIONS,
+    RouterPolicy,
+    RunStatus,
+)
+from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_S
 from vidur_fast.kernels.state import Reps, Reqs, SchedParams
 from vidur_fast.kernels.timing import TimingGrids, TimingParams
 from vidur_fast.workload.closed_loop import ClosedLoopPlan, closed_loop_state
@@ -22,8 +31,8 @@ LOG_CAPACITY = 1 << 18
 STEPS_PER_CALL = 1 << 21
 
 STATUS_NAMES = {
-    loop.DONE: "done",
-    loop.TIME_LIMIT: "time_limit",
+    RunStatus.DONE: "done",
+    RunStatus.TIME_LIMIT: "time_limit",
 }
 
 
@@ -126,9 +135,9 @@ def run_engine(
     # the caller reads grids.counters afterwards, so that array is passed through as is
     tables = {k: kernel_array(v, v.dtype) for k, v in grids._asdict().items() if k != "counters"}
     grids = grids._replace(**tables)
-    lstate = np.zeros(loop.N_LS, dtype=np.int64)
+    lstate = np.zeros(N_LS, dtype=np.int64)
     rstate = np.full(RSTATE_SESSIONS + n_sessions, NO_ID, dtype=np.int64)
-    rstate[0] = 0
+    rstate[RSTATE_RR] = 0
     limit_ns = int(round(time_limit_s * NS_PER_S))
     n = arrival_ns.shape[0]
     n_live = int((rejected == 0).sum()) if closed_loop is None else n
@@ -172,36 +181,36 @@ def run_engine(
     jit_s = time.perf_counter() - t0
     t0, c0 = time.perf_counter(), time.thread_time()
     while True:
-        before = (lstate[loop.LS_NOW], lstate[loop.LS_NEXT_REQ], lstate[loop.LS_DONE])
+        before = (lstate[LS_NOW], lstate[LS_NEXT_REQ], lstate[LS_DONE])
         status = advance(STEPS_PER_CALL)
         if bar is not None:
-            bar.n = int(lstate[loop.LS_DONE])
-            bar.set_postfix_str(f"t={lstate[loop.LS_NOW] / NS_PER_S:.1f}s", refresh=False)
+            bar.n = int(lstate[LS_DONE])
+            bar.set_postfix_str(f"t={lstate[LS_NOW] / NS_PER_S:.1f}s", refresh=False)
             bar.refresh()
-        if status == loop.LOG_FULL:
+        if status == RunStatus.LOG_FULL:
             log = store.flush(log)  # spilled in a thread while the kernel fills another log
             continue
-        if status == loop.MAX_STEPS:
+        if status == RunStatus.MAX_STEPS:
             # a whole call without time, arrivals or completions moving is a livelock: fail
             # loudly instead of hanging
-            if before == (lstate[loop.LS_NOW], lstate[loop.LS_NEXT_REQ], lstate[loop.LS_DONE]):
+            if before == (lstate[LS_NOW], lstate[LS_NEXT_REQ], lstate[LS_DONE]):
                 raise RuntimeError(f"engine made no progress in {STEPS_PER_CALL} steps")
             continue
         break
     loop_s, loop_cpu_s = time.perf_counter() - t0, time.thread_time() - c0
     if bar is not None:
         bar.close()
-    if status == loop.BROKEN:
+    if status == RunStatus.BROKEN:
         raise RuntimeError("engine invariant broken: a running list overflowed")
     if status not in STATUS_NAMES:
         raise UserError(f"simulation stopped with status {status}")
     store.keep_tail(log)
-    end_ns = int(lstate[loop.LS_NOW])
+    end_ns = int(lstate[LS_NOW])
     if closed_loop is not None:  # only released requests had to finish
         n_live = int(((reqs.arrival_ns != NEVER) & (rejected == 0)).sum())
-    if n and status == loop.DONE and n_live and int(lstate[loop.LS_DONE]) != n_live:
+    if n and status == RunStatus.DONE and n_live and int(lstate[LS_DONE]) != n_live:
         raise RuntimeError(
-            f"engine finished with {n_live - int(lstate[loop.LS_DONE])} requests stuck"
+            f"engine finished with {n_live - int(lstate[LS_DONE])} requests stuck"
         )
     cl_out = cl if closed_loop is not None else None
     return EngineOutput(

@@ -2,7 +2,8 @@
 
 import numpy as np
 
-from vidur_fast.kernels.dtypes import NEVER, NO_ID, ReqStatus
+from vidur_fast.kernels.codes import ReqStatus
+from vidur_fast.kernels.dtypes import NEVER, NO_ID
 from vidur_fast.kernels.event_tree import tree_size
 from vidur_fast.kernels.prefix_cache import init_pool_nb
 from vidur_fast.kernels.state import BatchLog, Reps, Reqs

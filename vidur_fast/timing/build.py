@@ -20,7 +20,8 @@ from vidur_fast.catalog import (
     get_node,
 )
 from vidur_fast.errors import ProfileError
-from vidur_fast.kernels.timing import KV_RULE_PER_REQUEST, KV_RULE_SUM, TimingGrids, TimingParams
+from vidur_fast.kernels.codes import KV_RULE_PER_REQUEST, KV_RULE_SUM
+from vidur_fast.kernels.timing import TimingGrids, TimingParams
 from vidur_fast.timing.cache import (
     CacheCorrupt,
     CacheMiss,

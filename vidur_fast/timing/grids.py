@@ -18,7 +18,8 @@ grid touches and the result is broadcast; this equals predict() at every grid po
 import numpy as np
 
 from vidur_fast.errors import ProfileError
-from vidur_fast.kernels.timing import N_COUNTERS, TimingGrids
+from vidur_fast.kernels.codes import N_COUNTERS
+from vidur_fast.kernels.timing import TimingGrids
 from vidur_fast.timing.config import PredictorConfig
 from vidur_fast.timing.fit import (
     KV_SAVE,
