@@ -80,13 +80,13 @@ def can_allocate_request_nb(reps, reqs, p, r, i):
     Mutates: nothing.
     Returns: bool.
     """
-    free = p.num_blocks - reps.alloc_blocks[r]
+    free = p.usable_blocks - reps.alloc_blocks[r]
     if reqs.blocks[i] == 0:
         need = _ceil_div_nb(reqs.prompt[i], p.block_size)
         if reps.alloc_blocks[r] == 0:
             # NOTE(fix): a restart can grow a prompt into the watermark; an empty replica still
             # admits it, else it would wait forever (Vidur hangs here)
-            return need <= p.num_blocks
+            return need <= p.usable_blocks
         return free - need >= p.watermark_blocks
     return free >= 1
 

@@ -161,7 +161,7 @@ def apply_v1_output_nb(reps, reqs, hist, p, r, i, n, now_ns):
     complete = advance_v1_nb(reqs, hist, i, n, now_ns)
     if reqs.generated[i] > g:
         reqs.placeholders[i] -= 1
-        if p.prefix_caching:
+        if p.enable_prefix_caching:
             known = reqs.processed[i] + reqs.tok_inflight[i] - reqs.placeholders[i]
             cache_full_blocks_nb(reps, reqs, p, r, i, known)
     return complete

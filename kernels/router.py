@@ -37,17 +37,17 @@ def _counts_prefill_nb(p):
 @njit(cache=True, nogil=True, _nrt=False)
 def _route_prefix_aware_nb(reps, reqs, p, i):
     """Replica holding the longest cached prefix of request i's prompt among those whose
-    outstanding prefill is within p.router_imbalance tokens of the least loaded; ties go to
+    outstanding prefill is within p.max_imbalance_tokens tokens of the least loaded; ties go to
     the lower load, then the lower id. Without any cached prefix: least outstanding prefill.
 
     Mutates: nothing.
     Returns: replica index.
     """
     least = _argmin_nb(reps.pending)
-    bound = reps.pending[least] + p.router_imbalance
+    bound = reps.pending[least] + p.max_imbalance_tokens
     best = least
     best_len = 0
-    for r in range(p.n_replicas):
+    for r in range(p.num_replicas):
         if reps.pending[r] > bound:
             continue
         m = longest_cached_prefix_nb(reps, reqs, p, r, i)
@@ -71,7 +71,7 @@ def route_request_nb(reps, reqs, rstate, p, i, u):
     Mutates: rstate, reps.pending.
     Returns: replica index.
     """
-    n = p.n_replicas
+    n = p.num_replicas
     if n == 1:
         r = 0
     elif p.router == RouterPolicy.ROUND_ROBIN:

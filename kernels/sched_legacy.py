@@ -66,7 +66,7 @@ def schedule_sarathi_nb(reps, reqs, p, r, s, now_ns):
     # 1. running list in its current order; partial prefills are set aside in a scratch
     #    region at the tail of the batch slot (filled from the end).
     cap = reps.bat_req.shape[2]
-    while reps.run_n[r] > 0 and reps.bat_n[r, s] < p.max_micro_batch:
+    while reps.run_n[r] > 0 and reps.bat_n[r, s] < p.batch_size_cap_per_stage:
         i = run_remove_at_nb(reps, r, 0)
         if reqs.prefill_done[i] == 0:
             n_pref += 1
@@ -100,9 +100,9 @@ def schedule_sarathi_nb(reps, reqs, p, r, s, now_ns):
     run_sort_by_arrival_nb(reps, reqs, r)
     # 4. new requests from the waiting queue
     while reps.wq_head[r] != NO_ID:
-        if reps.alloc_reqs[r] >= p.batch_cap:
+        if reps.alloc_reqs[r] >= p.batch_size_cap:
             break
-        if reps.bat_n[r, s] >= p.max_micro_batch:
+        if reps.bat_n[r, s] >= p.batch_size_cap_per_stage:
             break
         i = reps.wq_head[r]
         if not can_allocate_request_nb(reps, reqs, p, r, i):
@@ -141,9 +141,9 @@ def schedule_vllm_nb(reps, reqs, p, r, s, now_ns):
             # a restart can grow a prompt past the bound: it then runs alone instead of never
             if reps.bat_n[r, s] > 0 or reqs.restarts[i] == 0:
                 break
-        if reps.alloc_reqs[r] >= p.batch_cap:
+        if reps.alloc_reqs[r] >= p.batch_size_cap:
             break
-        if reps.bat_n[r, s] >= p.max_micro_batch:
+        if reps.bat_n[r, s] >= p.batch_size_cap_per_stage:
             break
         wq_pop_front_nb(reps, reqs, r)
         reqs.status[i] = ReqStatus.RUNNING
@@ -153,7 +153,7 @@ def schedule_vllm_nb(reps, reqs, p, r, s, now_ns):
     if reps.bat_n[r, s] > 0:
         return reps.bat_n[r, s]
     run_sort_by_arrival_nb(reps, reqs, r)
-    while reps.run_n[r] > 0 and reps.bat_n[r, s] < p.max_micro_batch:
+    while reps.run_n[r] > 0 and reps.bat_n[r, s] < p.batch_size_cap_per_stage:
         i = run_remove_at_nb(reps, r, 0)
         _schedule_decode_nb(reps, reqs, p, r, s, i, now_ns)
     return reps.bat_n[r, s]
@@ -167,8 +167,8 @@ def _admit_reserving_nb(reps, reqs, p, r, s, now_ns):
     Mutates: reps, reqs.
     Returns: requests in the batch.
     """
-    while reps.wq_head[r] != NO_ID and reps.bat_n[r, s] < p.max_batch_size:
-        if p.num_blocks - reps.alloc_blocks[r] < p.max_blocks_per_seq:
+    while reps.wq_head[r] != NO_ID and reps.bat_n[r, s] < p.planned_batch_size:
+        if p.usable_blocks - reps.alloc_blocks[r] < p.max_blocks_per_seq:
             break
         i = wq_pop_front_nb(reps, reqs, r)
         reqs.status[i] = ReqStatus.RUNNING
@@ -185,7 +185,7 @@ def schedule_orca_nb(reps, reqs, p, r, s, now_ns):
     Mutates: reps, reqs.
     Returns: requests in the batch.
     """
-    while reps.run_n[r] > 0 and reps.bat_n[r, s] < p.max_batch_size:
+    while reps.run_n[r] > 0 and reps.bat_n[r, s] < p.planned_batch_size:
         i = run_remove_at_nb(reps, r, 0)
         batch_add_nb(reps, r, s, i, _next_tokens_nb(reqs, i))
     return _admit_reserving_nb(reps, reqs, p, r, s, now_ns)

@@ -65,9 +65,9 @@ def _cap_tokens_nb(reqs, reps, p, r, comp, n, budget, running):
     """
     # NOTE(vllm): long_prefill_token_threshold only applies when more than one request is
     # running or waiting.
-    if p.long_prefill_threshold > 0 and reps.run_n[r] + reps.wq_len[r] > 1:
-        if n > p.long_prefill_threshold:
-            n = p.long_prefill_threshold
+    if p.long_prefill_token_threshold > 0 and reps.run_n[r] + reps.wq_len[r] > 1:
+        if n > p.long_prefill_token_threshold:
+            n = p.long_prefill_token_threshold
     if n > budget:
         n = budget
     # NOTE(vllm): only running requests are capped at max_model_len - 1 - computed.
@@ -85,9 +85,9 @@ def _free_blocks_nb(reps, p, r):
     Mutates: nothing.
     Returns: int.
     """
-    if p.prefix_caching:
+    if p.enable_prefix_caching:
         return reps.kv_nfree[r]
-    return p.num_blocks - reps.alloc_blocks[r]
+    return p.usable_blocks - reps.alloc_blocks[r]
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -110,7 +110,7 @@ def _grow_running_nb(reps, reqs, p, r, i, comp, need, n, now_ns):
     Mutates: reps (blocks, pool), reqs.blocks / kv_cached.
     Returns: nothing.
     """
-    if not p.prefix_caching:
+    if not p.enable_prefix_caching:
         alloc_nb(reps, reqs, r, i, need, now_ns)
         return
     _kv_touch_nb(reps, r, now_ns)
@@ -129,7 +129,7 @@ def _preempt_v1_nb(reps, reqs, p, r, i, now_ns):
     Mutates: reps, reqs.
     Returns: nothing.
     """
-    if p.prefix_caching:
+    if p.enable_prefix_caching:
         index_private_blocks_nb(reps, reqs, r, i)
     release_nb(reps, reqs, r, i, now_ns)
     reqs.tok_stale[i] += reqs.tok_inflight[i]
@@ -176,7 +176,7 @@ def _admit_nb(reps, reqs, p, r, prev, i, hit_blocks, need, n, now_ns):
     reqs.status[i] = ReqStatus.RUNNING
     reqs.processed[i] = hit
     run_append_nb(reps, r, i)
-    if not p.prefix_caching:
+    if not p.enable_prefix_caching:
         alloc_nb(reps, reqs, r, i, need, now_ns)
         return
     _kv_touch_nb(reps, r, now_ns)
@@ -202,7 +202,7 @@ def schedule_vllm_v1_nb(reps, reqs, p, r, s, now_ns):
     Mutates: reps, reqs.
     Returns: requests in the batch.
     """
-    budget = p.chunk_size
+    budget = p.max_num_batched_tokens
     preempted = False
     n_prefill = 0  # requests of this batch still in their prefill (max_partial_prefills)
     k = 0
@@ -238,7 +238,7 @@ def schedule_vllm_v1_nb(reps, reqs, p, r, s, now_ns):
             break
         if need > 0:
             _grow_running_nb(reps, reqs, p, r, i, comp, need, n, now_ns)
-        elif p.prefix_caching:
+        elif p.enable_prefix_caching:
             seq_c = comp + n
             cache_full_blocks_nb(reps, reqs, p, r, i, seq_c if seq_c < seq else seq)
         _scheduled_nb(reps, reqs, p, r, s, i, comp, n)
@@ -249,8 +249,8 @@ def schedule_vllm_v1_nb(reps, reqs, p, r, s, now_ns):
         return reps.bat_n[r, s]
     prev = NO_ID  # the waiting request before i (NO_ID: i is the head)
     i = reps.wq_head[r]
-    while i != NO_ID and budget > 0 and reps.run_n[r] < p.batch_cap:
-        if p.max_partial_prefills > 0 and n_prefill >= p.max_partial_prefills:
+    while i != NO_ID and budget > 0 and reps.run_n[r] < p.max_num_seqs:
+        if p.max_num_partial_prefills > 0 and n_prefill >= p.max_num_partial_prefills:
             break
         if reqs.tok_stale[i] > 0:
             # NOTE(vllm): a request whose stale output is still in flight is skipped, not a
@@ -261,7 +261,7 @@ def schedule_vllm_v1_nb(reps, reqs, p, r, s, now_ns):
         seq = reqs.prompt[i] + reqs.generated[i]
         hit_blocks = 0
         evictable = 0
-        if p.prefix_caching:
+        if p.enable_prefix_caching:
             hit_blocks, evictable = lookup_hit_nb(reps, reqs, p, r, i, seq)
         hit = hit_blocks * p.block_size
         n = _cap_tokens_nb(reqs, reps, p, r, hit, seq - hit, budget, False)
@@ -270,7 +270,7 @@ def schedule_vllm_v1_nb(reps, reqs, p, r, s, now_ns):
         free = _free_blocks_nb(reps, p, r)
         # NOTE(vllm): cached hit blocks nobody references sit in the free queue; taking them
         # costs a free block each (get_num_blocks_to_allocate counts them).
-        if p.reserve_full_seq:
+        if p.reserve_full_sequence:
             # NOTE(vllm): scheduler_reserve_full_isl gate: the whole current sequence must fit
             # now, although only the scheduled chunk is allocated.
             if _ceil_div_nb(seq, p.block_size) - hit_blocks + evictable > free:

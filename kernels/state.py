@@ -3,6 +3,7 @@
 from typing import NamedTuple
 
 import numpy as np
+from vidur_fast.kernels.codes import SchedPolicy
 
 
 class Reqs(NamedTuple):
@@ -114,24 +115,38 @@ class BatchLog(NamedTuple):
 
 
 class SchedParams(NamedTuple):
-    policy: int
-    router: int
-    n_replicas: int
-    pp: int
-    block_size: int
-    num_blocks: int
-    watermark_blocks: int
-    batch_cap: int  # Vidur batch_size_cap / vLLM max_num_seqs
-    max_micro_batch: int  # requests per micro-batch
-    chunk_size: int  # Sarathi chunk / vLLM v1 token budget
-    max_tokens_in_batch: int  # vLLM v0 / LightLLM
-    max_blocks_per_seq: int  # Orca / FasterTransformer worst-case reservation
-    max_batch_size: int  # Orca / FasterTransformer
+    """Scheduler and router parameters. A field named as a config field holds that field's
+    value; a derived value says what it is derived from. Fields a policy does not read are 0.
+    """
+
+    policy: int  # codes.SchedPolicy
+    router: int  # codes.RouterPolicy
+    num_replicas: int  # cluster.num_replicas
+    pp: int  # cluster.pp
+    block_size: int  # KV block size in tokens (LightLLM: 1, KV is accounted per token)
+    usable_blocks: int  # KV blocks per replica requests may hold (vllm_v1: num_blocks - 1)
+    watermark_blocks: int  # derived: watermark_blocks_fraction * blocks (vllm v0, Sarathi)
+    batch_size_cap: int  # Vidur schedulers and LightLLM: requests holding blocks
+    batch_size_cap_per_stage: int  # derived: batch_size_cap // pp, requests per micro-batch
+    planned_batch_size: int  # derived: the memory planner's request slots, at most
+    # batch_size_cap (Orca, FasterTransformer)
+    chunk_size: int  # Sarathi: tokens per batch
+    max_tokens_in_batch: int  # vllm v0, LightLLM
+    max_blocks_per_seq: int  # derived: max_tokens // block_size, reserved per request (Orca,
+    # FasterTransformer)
     max_waiting_iters: int  # LightLLM
-    long_prefill_threshold: int  # vLLM v1, 0 = off
-    max_model_len: int  # vLLM v1 cap on tokens per request
-    reserve_full_seq: int  # vLLM v1 full-sequence admission gate
-    max_partial_prefills: int = 0  # vLLM v1: requests in prefill per step (0 = no cap)
-    prefix_caching: int = 0  # vLLM v1: paged block pool with prefix caching
-    router_imbalance: int = 0  # prefix_aware: max pending-prefill tokens above the least loaded
-    async_scheduling: int = 0  # vLLM v1: form step N+1 before step N's outputs are applied
+    max_num_seqs: int  # vllm_v1: running requests
+    max_num_batched_tokens: int  # vllm_v1: token budget of a step
+    long_prefill_token_threshold: int  # vllm_v1, 0 = off
+    max_model_len: int  # vllm_v1 cap on tokens per request (config value or the model's)
+    reserve_full_sequence: int  # vllm_v1 full-sequence admission gate
+    max_num_partial_prefills: int = 0  # vllm_v1: requests in prefill per step (0 = no cap)
+    enable_prefix_caching: int = 0  # vllm_v1: paged block pool with prefix caching
+    max_imbalance_tokens: int = 0  # prefix_aware router: pending-prefill tokens above the
+    # least loaded
+    async_scheduling: int = 0  # vllm_v1: form step N+1 before step N's outputs are applied
+
+
+def max_running(p: SchedParams) -> int:
+    """Requests a replica may run at once (sizes the running list and the batch slots)."""
+    return p.max_num_seqs if p.policy == SchedPolicy.VLLM_V1 else p.batch_size_cap

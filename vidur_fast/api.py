@@ -63,22 +63,22 @@ def _replica_table(out, sp, end_ns: int) -> pd.DataFrame:
     area = reps.kv_area + reps.alloc_blocks * np.maximum(end_ns - reps.kv_last_ns, 0)
     return pd.DataFrame(
         {
-            "replica": np.arange(sp.n_replicas),
+            "replica": np.arange(sp.num_replicas),
             "batches": reps.n_batches.copy(),
             "preemptions": reps.preemptions.copy(),
-            "num_blocks": np.full(sp.n_replicas, sp.num_blocks),
-            "kv_usage_mean": area / span / sp.num_blocks,
-            "kv_usage_peak": reps.kv_peak / sp.num_blocks,
+            "num_blocks": np.full(sp.num_replicas, sp.usable_blocks),
+            "kv_usage_mean": area / span / sp.usable_blocks,
+            "kv_usage_peak": reps.kv_peak / sp.usable_blocks,
             "busy_fraction": reps.busy_ns[:, 0] / span,
             "requests_completed": np.bincount(
-                out.reqs.replica[out.reqs.replica >= 0], minlength=sp.n_replicas
-            )[: sp.n_replicas],
+                out.reqs.replica[out.reqs.replica >= 0], minlength=sp.num_replicas
+            )[: sp.num_replicas],
             "prefix_cache_query_tokens": reps.pc_query_tokens.copy(),
             "prefix_cache_hit_tokens": reps.pc_hit_tokens.copy(),
             "prefix_cache_hit_rate": np.divide(
                 reps.pc_hit_tokens,
                 reps.pc_query_tokens,
-                out=np.zeros(sp.n_replicas),
+                out=np.zeros(sp.num_replicas),
                 where=reps.pc_query_tokens > 0,
             ),
             "prefix_cache_evictions": reps.pc_evictions.copy(),
@@ -125,7 +125,7 @@ def simulate(
     else:
         need_hashes = _needs_hashes(cfg)
         wl = build_workload(
-            cfg.workload, cfg.seed, block_size=setup.block_size, need_hashes=need_hashes
+            cfg.workload, cfg.seed, block_size=setup.profile_block_size, need_hashes=need_hashes
         )
     _check_workload_for_router(cfg, wl)
     rejected = rejection_codes(wl.prompt_tokens, wl.decode_tokens, setup)
@@ -134,7 +134,7 @@ def simulate(
     phases["workload_s"] = time.perf_counter() - t
     t = time.perf_counter()
     timing_key = (model, device, node, cfg.cluster.tp, cfg.cluster.pp, cfg.predictor)
-    timing_key += (setup.block_size,)
+    timing_key += (setup.profile_block_size,)
     timing = timing_cache.get(timing_key) if timing_cache is not None else None
     if timing is None:
         timing = build_timing(
@@ -144,7 +144,7 @@ def simulate(
             cfg.cluster.tp,
             cfg.cluster.pp,
             cfg.predictor,
-            block_size=setup.block_size,
+            block_size=setup.profile_block_size,
             progress=progress,
         )
         if timing_cache is not None:
@@ -198,7 +198,7 @@ def simulate(
         clamped,
         out.status,
     )
-    summary["num_blocks_per_replica"] = int(setup.params.num_blocks)
+    summary["num_blocks_per_replica"] = int(setup.params.usable_blocks)
     if closed_plan is not None:
         summary["closed_loop"] = closed_loop_summary(req, closed_plan)
     summary["timing_source"] = timing.meta.get("source")

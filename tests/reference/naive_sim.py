@@ -149,13 +149,13 @@ def naive_sim(arrival_ns, prompt, decode, p, grids, tparams, u_route, rejected=N
     reps = [
         Replica(
             rid=r,
-            sched=SCHEDULERS[policy](p, CountedBlockPool(p.num_blocks)),
+            sched=SCHEDULERS[policy](p, CountedBlockPool(p.usable_blocks)),
             pp=p.pp,
             stage_free=[0] * p.pp,
         )
-        for r in range(p.n_replicas)
+        for r in range(p.num_replicas)
     ]
-    router = Router(p.router, p.n_replicas)
+    router = Router(p.router, p.num_replicas)
     log: list[BatchRecord] = []
     nxt = 0
     while True:

@@ -22,8 +22,8 @@ class VllmV1:
 
     def _cap(self, req, n: int, budget: int) -> int:
         p = self.p
-        if p.long_prefill_threshold > 0 and len(self.running) + len(self.waiting) > 1:
-            n = min(n, p.long_prefill_threshold)
+        if p.long_prefill_token_threshold > 0 and len(self.running) + len(self.waiting) > 1:
+            n = min(n, p.long_prefill_token_threshold)
         n = min(n, budget)
         if p.max_model_len > 0:
             n = min(n, p.max_model_len - req.processed - 1)
@@ -38,7 +38,7 @@ class VllmV1:
     def next_batch(self, now_ns):
         p = self.p
         bs = p.block_size
-        budget = p.chunk_size
+        budget = p.max_num_batched_tokens
         batch = []
         preempted = False
         k = 0
@@ -65,13 +65,13 @@ class VllmV1:
             k += 1
         if preempted:
             return batch
-        while self.waiting and budget > 0 and len(self.running) < p.batch_cap:
+        while self.waiting and budget > 0 and len(self.running) < p.max_num_seqs:
             req = self.waiting[0]
             hit = self.pool.cached_prefix_tokens(req)
             n = self._cap(req, req.seq_len - hit, budget)
             if n <= 0:
                 break
-            if p.reserve_full_seq and ceil_div(req.seq_len, bs) > self.pool.free:
+            if p.reserve_full_sequence and ceil_div(req.seq_len, bs) > self.pool.free:
                 break
             need = ceil_div(hit + n, bs)
             if need > self.pool.free:

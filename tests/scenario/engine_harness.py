@@ -51,24 +51,28 @@ def params(
     reserve_full=1,
     max_waiting_iters=10,
 ):
+    """SchedParams for any policy: batch_cap is both batch_size_cap and max_num_seqs, chunk both
+    chunk_size and max_num_batched_tokens, num_blocks the usable blocks."""
     return SchedParams(
         policy=int(policy),
         router=int(router),
-        n_replicas=n_replicas,
+        num_replicas=n_replicas,
         pp=pp,
         block_size=block_size,
-        num_blocks=num_blocks,
+        usable_blocks=num_blocks,
         watermark_blocks=watermark,
-        batch_cap=batch_cap,
-        max_micro_batch=batch_cap // pp,
+        batch_size_cap=batch_cap,
+        batch_size_cap_per_stage=batch_cap // pp,
+        planned_batch_size=batch_cap,
         chunk_size=chunk,
         max_tokens_in_batch=max_tokens_in_batch,
         max_blocks_per_seq=max_blocks_per_seq,
-        max_batch_size=batch_cap,
         max_waiting_iters=max_waiting_iters,
-        long_prefill_threshold=long_prefill,
+        max_num_seqs=batch_cap,
+        max_num_batched_tokens=chunk,
+        long_prefill_token_threshold=long_prefill,
         max_model_len=max_model_len,
-        reserve_full_seq=reserve_full,
+        reserve_full_sequence=reserve_full,
     )
 
 

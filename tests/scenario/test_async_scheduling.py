@@ -18,7 +18,7 @@ def _run(arrival_s, prompt, decode, async_on, host_ms=HOST_MS, hashes=None, **kw
     n = len(arrival_s)
     sp = params(SchedPolicy.VLLM_V1, **kw)._replace(async_scheduling=int(async_on))
     if hashes is not None:
-        sp = sp._replace(prefix_caching=1)
+        sp = sp._replace(enable_prefix_caching=1)
     # 2 layers of 1 ms + 0.01 ms/token (tokens rounded up to 8), plus a fixed host overhead
     tp = TimingParams(G, GC, 2, 0.0, 0.0, host_ms, 1, 1, 1)
     hash_off = np.zeros(n + 1, dtype=np.int64)

@@ -29,7 +29,11 @@ def _pool(n_blocks=8, hashes=((11, 12, 13),), prompt=(56,)):
         np.zeros(n, np.int64), np.array(prompt), np.full(n, 4), np.full(n, -1), off, flat
     )
     reps = alloc_reps(1, 1, 4, n_blocks, 8)
-    return reqs, reps, params(SchedPolicy.VLLM_V1, num_blocks=n_blocks)._replace(prefix_caching=1)
+    return (
+        reqs,
+        reps,
+        params(SchedPolicy.VLLM_V1, num_blocks=n_blocks)._replace(enable_prefix_caching=1),
+    )
 
 
 def test_free_puts_cached_blocks_at_tail_reversed_and_uncached_at_head():
@@ -125,7 +129,7 @@ def _run(
     np.cumsum([len(h) for h in hashes], out=off[1:])
     flat = np.array([x for h in hashes for x in h], dtype=np.int64)
     sp = params(SchedPolicy.VLLM_V1, n_replicas=n_rep, router=router, num_blocks=num_blocks)
-    sp = sp._replace(prefix_caching=1, router_imbalance=10_000)
+    sp = sp._replace(enable_prefix_caching=1, max_imbalance_tokens=10_000)
     return run_engine(
         np.asarray(arrival, dtype=np.float64),
         np.asarray(prompt),

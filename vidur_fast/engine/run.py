@@ -23,7 +23,7 @@ from vidur_fast.kernels.codes import (
     RunStatus,
 )
 from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_S
-from vidur_fast.kernels.state import Reps, Reqs, SchedParams
+from vidur_fast.kernels.state import Reps, Reqs, SchedParams, max_running
 from vidur_fast.kernels.timing import TimingGrids, TimingParams
 from vidur_fast.workload.closed_loop import ClosedLoopPlan, closed_loop_state
 
@@ -67,12 +67,12 @@ def _dense_sessions(session: np.ndarray) -> tuple[np.ndarray, int]:
 
 def _max_request_blocks(sp: SchedParams, prompt: np.ndarray, decode: np.ndarray) -> int:
     """Longest block list one request can hold (sizes the pool's per-slot lists)."""
-    if not sp.prefix_caching:
+    if not sp.enable_prefix_caching:
         return 0
     longest = int((np.asarray(prompt) + np.asarray(decode)).max(initial=1))
     if sp.max_model_len > 0:
         longest = min(longest, sp.max_model_len)
-    return min(sp.num_blocks, -(-longest // sp.block_size) + 1)
+    return min(sp.usable_blocks, -(-longest // sp.block_size) + 1)
 
 
 def run_engine(
@@ -119,12 +119,12 @@ def run_engine(
     reqs = alloc_reqs(arrival_ns, prompt, decode, session, hash_off, hashes)
     cl = closed_loop_state(closed_loop, arrival_ns.shape[0])
     reqs.rejected[:] = rejected
-    pool_blocks = sp.num_blocks if sp.prefix_caching else 0
+    pool_blocks = sp.usable_blocks if sp.enable_prefix_caching else 0
     start_numba_target()  # before the first kernel: alloc_reps sets up the pool with one
     reps = alloc_reps(
-        sp.n_replicas,
+        sp.num_replicas,
         sp.pp,
-        sp.batch_cap,
+        max_running(sp),
         pool_blocks,
         _max_request_blocks(sp, prompt, decode),
         loop.batch_slots(sp),
