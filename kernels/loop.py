@@ -2,7 +2,6 @@
 
 import numpy as np
 from numba import njit
-from vidur_fast.kernels.blocks import release_nb
 from vidur_fast.kernels.closed_loop import (
     front_end_nb,
     heap_peek_nb,
@@ -23,6 +22,7 @@ from vidur_fast.kernels.codes import (
 )
 from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_MS
 from vidur_fast.kernels.event_tree import tree_build_nb, tree_set_nb, tree_top_nb
+from vidur_fast.kernels.kv import free_request_nb
 from vidur_fast.kernels.lifecycle import advance_legacy_nb, advance_v1_nb, apply_v1_output_nb
 from vidur_fast.kernels.queues import run_remove_at_nb, wq_push_back_nb, wq_remove_nb
 from vidur_fast.kernels.router import on_prefill_end_nb, on_request_end_nb, route_request_nb
@@ -82,16 +82,16 @@ def _sync_events_nb(reps):
 
 # inlined into run_nb: saves a call layer (every state array passed again) per step
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
-def _schedule_nb(reps, reqs, p, r, s, now_ns):
+def _schedule_nb(reps, kv, reqs, p, r, s, now_ns):
     """Dispatch to the replica scheduler selected by p.policy.
 
-    Mutates: reps, reqs.
+    Mutates: reps, kv, reqs.
     Returns: requests in the new batch.
     """
     if p.policy == SchedPolicy.SARATHI:
         return schedule_sarathi_nb(reps, reqs, p, r, s, now_ns)
     if p.policy == SchedPolicy.VLLM_V1:
-        return schedule_vllm_v1_nb(reps, reqs, p, r, s, now_ns)
+        return schedule_vllm_v1_nb(reps, kv, reqs, p, r, s, now_ns)
     if p.policy == SchedPolicy.VLLM:
         return schedule_vllm_nb(reps, reqs, p, r, s, now_ns)
     if p.policy == SchedPolicy.ORCA:
@@ -242,11 +242,11 @@ def _launch_batch_nb(reps, reqs, log, grids, tp, p, r, s, now_ns):
 
 # inlined into run_nb: a call would pass every state array (hundreds of words) once per step
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
-def _finish_batch_nb(reps, reqs, hist, cl, p, r, s, now_ns):
+def _finish_batch_nb(reps, kv, reqs, hist, cl, p, r, s, now_ns):
     """Apply a finished batch: token updates, completions, frees, requeue the rest; in a
     closed loop each completion releases its client's next request.
 
-    Mutates: reps, reqs, hist, cl.
+    Mutates: reps, kv, reqs, hist, cl.
     Returns: requests completed (or -1 on a broken invariant).
     """
     done = 0
@@ -256,7 +256,7 @@ def _finish_batch_nb(reps, reqs, hist, cl, p, r, s, now_ns):
         n = reps.bat_tok[r, s, k]
         g_before = reqs.generated[i]
         if v1 and p.async_scheduling:
-            complete = apply_v1_output_nb(reps, reqs, hist, p, r, i, n, now_ns)
+            complete = apply_v1_output_nb(kv, reqs, hist, p, r, i, n, now_ns)
         elif v1:
             reqs.tok_inflight[i] -= n
             complete = advance_v1_nb(reqs, hist, i, n, now_ns)
@@ -268,7 +268,7 @@ def _finish_batch_nb(reps, reqs, hist, cl, p, r, s, now_ns):
             queued = reqs.status[i] == ReqStatus.PREEMPTED
             reqs.status[i] = ReqStatus.FINISHED
             reqs.done_ns[i] = now_ns
-            release_nb(reps, reqs, r, i, now_ns)
+            free_request_nb(reps, kv, reqs, p, r, i, now_ns)
             on_request_end_nb(reps, reqs, p, r, i)
             done += 1
             if cl.heap_t.shape[0] > 0:
@@ -291,7 +291,7 @@ def _finish_batch_nb(reps, reqs, hist, cl, p, r, s, now_ns):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def run_nb(reqs, reps, log, hist, lstate, rstate, cl, grids, tp, p, u_route, limit_ns, max_steps):
+def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, limit_ns, max_steps):
     """Advance the cluster until all requests finish, the time limit passes, the batch log
     fills, or max_steps loop iterations ran. Resumable: all progress lives in the arrays.
 
@@ -301,9 +301,13 @@ def run_nb(reqs, reps, log, hist, lstate, rstate, cl, grids, tp, p, u_route, lim
     or bat_end changes, _refresh_event_nb must re-key it before the next selection.
     Arrivals come in index order (open loop) or, when cl has clients, from cl's heap of
     released requests (closed loop; equal arrival times in request-id order).
-    Mutates: reqs, reps, log, hist, lstate, rstate, cl, grids.counters.
+    Mutates: reqs, reps, kv, log, run (loop cursor, router state, TBT histogram), cl,
+    grids.counters.
     Returns: a RunStatus.
     """
+    lstate = run.loop
+    rstate = run.router
+    hist = run.tbt_hist
     n = reqs.arrival_ns.shape[0]
     log_cap = log.start_ns.shape[0]
     closed = cl.heap_t.shape[0] > 0
@@ -336,7 +340,7 @@ def run_nb(reqs, reps, log, hist, lstate, rstate, cl, grids, tp, p, u_route, lim
             if was_held_nb(cl, nr):
                 rr = reqs.replica[nr]
             else:
-                rr = route_request_nb(reps, reqs, rstate, p, nr, u_route[nr])
+                rr = route_request_nb(reps, rstate, kv, reqs, p, nr)
                 reqs.replica[nr] = rr
                 if closed and hold_for_next_step_nb(cl, nr, reps.bat_end[rr]):
                     continue
@@ -358,7 +362,7 @@ def run_nb(reqs, reps, log, hist, lstate, rstate, cl, grids, tp, p, u_route, lim
                 if s_end < 0 or reps.bat_seq[r, s] < reps.bat_seq[r, s_end]:
                     s_end = s
         if s_end >= 0:
-            d = _finish_batch_nb(reps, reqs, hist, cl, p, r, s_end, t_rep)
+            d = _finish_batch_nb(reps, kv, reqs, hist, cl, p, r, s_end, t_rep)
             if d < 0:
                 return RunStatus.BROKEN
             lstate[LS_DONE] += d
@@ -374,15 +378,15 @@ def run_nb(reqs, reps, log, hist, lstate, rstate, cl, grids, tp, p, u_route, lim
             if s_new == NO_ID:
                 break
             pre0 = reps.preemptions[r]
-            hit0 = reps.pc_hit_tokens[r]  # requests admitted into this batch add their hits
-            if _schedule_nb(reps, reqs, p, r, s_new, t_rep) == 0:
+            hit0 = kv.hit_tokens[r]  # requests admitted into this batch add their hits
+            if _schedule_nb(reps, kv, reqs, p, r, s_new, t_rep) == 0:
                 # a step that only preempted: schedule again at once (an empty step costs 0)
                 if reps.preemptions[r] != pre0 and reps.inflight[r] == 0:
                     continue
                 break
             _launch_batch_nb(reps, reqs, log, grids, tp, p, r, s_new, t_rep)
             log.preempted[log.n[0] - 1] = reps.preemptions[r] - pre_logged
-            log.n_cached_tokens[log.n[0] - 1] = reps.pc_hit_tokens[r] - hit0
+            log.n_cached_tokens[log.n[0] - 1] = kv.hit_tokens[r] - hit0
             pre_logged = reps.preemptions[r]
         if reps.inflight[r] < slots and log.n[0] >= log_cap:
             # resume scheduling this replica after the flush

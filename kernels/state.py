@@ -21,7 +21,7 @@ class Reqs(NamedTuple):
     status: np.ndarray  # int8, ReqStatus
     replica: np.ndarray  # int32
     prefill_done: np.ndarray  # uint8
-    blocks: np.ndarray  # int64, KV blocks held (counted allocators)
+    blocks: np.ndarray  # int64, KV blocks held (either allocator)
     q_next: np.ndarray  # int64, waiting-queue link (NO_ID = end)
     group: np.ndarray  # int64, batch group (faster_transformer)
     sched_ns: np.ndarray  # int64, first scheduled (NEVER = not yet)
@@ -39,11 +39,10 @@ class Reqs(NamedTuple):
     cached_tokens: np.ndarray  # int64, prefix-cache hit at first admission
     rejected: np.ndarray  # uint8, could never run (reason code)
     hashes: np.ndarray  # int64[m], chained prefix-block hashes (hash_off indexes into it)
-    kv_slot: np.ndarray  # int64, block-list slot in the replica's pool (NO_ID = holds none)
-    kv_cached: np.ndarray  # int64, leading blocks of the request registered in the cache
     tok_inflight: np.ndarray  # int64, v1: tokens scheduled in batches whose outputs are not applied
     placeholders: np.ndarray  # int64, v1 async: sampled tokens in flight (output placeholders)
     tok_stale: np.ndarray  # int64, v1 async: in-flight tokens scheduled before a preemption
+    u_route: np.ndarray  # float64, pre-drawn uniform in [0, 1) for the random router
 
 
 class Reps(NamedTuple):
@@ -75,25 +74,46 @@ class Reps(NamedTuple):
     kv_area: np.ndarray  # float64[R], integral of allocated blocks over time (block*ns)
     kv_last_ns: np.ndarray  # int64[R], time of the last kv_area update
     kv_peak: np.ndarray  # int64[R]
-    # paged block pool with prefix caching (kernels/prefix_cache.py); (R, 1) when unused
-    kv_blk: np.ndarray  # int32[R, U, 4]: ref count, dup link, free-list prev / next
-    kv_hash: np.ndarray  # int64[R, U]
-    kv_fhead: np.ndarray  # int64[R]
-    kv_ftail: np.ndarray  # int64[R]
-    kv_nfree: np.ndarray  # int64[R]
+
+
+class KvPool(NamedTuple):
+    """Paged KV block pool with prefix caching, per replica (kernels/kv.py and the modules
+    behind it). Without prefix caching the per-block, per-slot and per-request arrays are
+    empty (nothing reads them); the per-replica counters are always there.
+    """
+
+    # block pool and free-block queue (kernels/block_pool.py)
+    blk: np.ndarray  # int32[R, U, 4]: ref count, dup link, free-list prev / next
+    hash: np.ndarray  # int64[R, U], the block's chained hash (NO_HASH: not cached)
+    fhead: np.ndarray  # int64[R], next block to evict (LRU)
+    ftail: np.ndarray  # int64[R]
+    nfree: np.ndarray  # int64[R]
+    # hash -> block map and the memo of the last lookup (kernels/hash_map.py)
     ht: np.ndarray  # int64[R, H, 2]: (hash, block) cells, H a power of two
-    kv_list: np.ndarray  # int32[R, S, M], block ids per slot
-    kv_slot_stack: np.ndarray  # int64[R, S]
-    kv_slot_top: np.ndarray  # int64[R]
-    kv_mark: np.ndarray  # int64[R, U], memo stamp of the blocks in the memoised hit
+    mark: np.ndarray  # int64[R, U], memo stamp of the blocks in the memoised hit
     memo_req: np.ndarray  # int64[R], request whose hit is memoised (NO_ID = none)
     memo_hit: np.ndarray  # int64[R]
     memo_evictable: np.ndarray  # int64[R]
     memo_next_hash: np.ndarray  # int64[R], chain hash right after the hit (NO_HASH = none)
     memo_stamp: np.ndarray  # int64[R]
-    pc_query_tokens: np.ndarray  # int64[R], prompt tokens looked up at admission
-    pc_hit_tokens: np.ndarray  # int64[R], tokens found cached at admission
-    pc_evictions: np.ndarray  # int64[R], cached blocks reused for other tokens
+    # per-request block lists (kernels/req_blocks.py)
+    lists: np.ndarray  # int32[R, S, M], block ids per list slot, in token order
+    slot_stack: np.ndarray  # int64[R, S], free list slots
+    slot_top: np.ndarray  # int64[R]
+    req_slot: np.ndarray  # int64[n], list slot of request i (NO_ID = holds no blocks)
+    req_cached: np.ndarray  # int64[n], leading blocks of request i registered in the cache
+    # counters (always R long)
+    query_tokens: np.ndarray  # int64[R], prompt tokens looked up at admission
+    hit_tokens: np.ndarray  # int64[R], tokens found cached at admission
+    evictions: np.ndarray  # int64[R], cached blocks reused for other tokens
+
+
+class RunState(NamedTuple):
+    """Small per-run arrays carried across run_nb resumptions."""
+
+    loop: np.ndarray  # int64[codes.N_LS], loop cursor (codes.LS_*)
+    router: np.ndarray  # int64, router state (codes.RSTATE_*)
+    tbt_hist: np.ndarray  # int64[B], TBT log-bucket histogram (lifecycle.HIST_*)
 
 
 class BatchLog(NamedTuple):

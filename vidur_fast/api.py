@@ -57,7 +57,7 @@ class Result:
 
 
 def _replica_table(out, sp, end_ns: int) -> pd.DataFrame:
-    reps = out.reps
+    reps, kv = out.reps, out.kv
     span = max(end_ns, 1)
     # close the kv-usage integral at the end of the run
     area = reps.kv_area + reps.alloc_blocks * np.maximum(end_ns - reps.kv_last_ns, 0)
@@ -73,15 +73,15 @@ def _replica_table(out, sp, end_ns: int) -> pd.DataFrame:
             "requests_completed": np.bincount(
                 out.reqs.replica[out.reqs.replica >= 0], minlength=sp.num_replicas
             )[: sp.num_replicas],
-            "prefix_cache_query_tokens": reps.pc_query_tokens.copy(),
-            "prefix_cache_hit_tokens": reps.pc_hit_tokens.copy(),
+            "prefix_cache_query_tokens": kv.query_tokens.copy(),
+            "prefix_cache_hit_tokens": kv.hit_tokens.copy(),
             "prefix_cache_hit_rate": np.divide(
-                reps.pc_hit_tokens,
-                reps.pc_query_tokens,
+                kv.hit_tokens,
+                kv.query_tokens,
                 out=np.zeros(sp.num_replicas),
-                where=reps.pc_query_tokens > 0,
+                where=kv.query_tokens > 0,
             ),
-            "prefix_cache_evictions": reps.pc_evictions.copy(),
+            "prefix_cache_evictions": kv.evictions.copy(),
         }
     )
 
@@ -174,7 +174,7 @@ def simulate(
     phases["loop_s"] = out.loop_s
     phases["loop_cpu_s"] = out.loop_cpu_s
     t = time.perf_counter()
-    out.reps = without_pool(out.reps)
+    out.kv = without_pool(out.kv)
     arrival_s = wl.arrival_s if closed_plan is None else closed_loop_arrivals(out.reqs)
     req = request_metrics(out.reqs, arrival_s)
     if closed_plan is not None:

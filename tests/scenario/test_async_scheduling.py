@@ -3,8 +3,7 @@ runs, so the host overhead of a step hides behind the step before it."""
 
 import numpy as np
 import pytest
-from vidur_fast.kernels import prefix_cache as pc
-from vidur_fast.kernels.codes import ReqStatus, SchedPolicy
+from vidur_fast.kernels.codes import BLK_REF, ReqStatus, SchedPolicy
 from vidur_fast.kernels.timing import TimingParams
 
 from vidur_fast.engine.run import run_engine
@@ -116,8 +115,8 @@ def test_async_preemption_under_block_pressure_drains_cleanly(caching):
     _assert_drained(out, decode)
     assert out.reps.preemptions[0] > 0
     if caching:
-        assert out.reps.pc_hit_tokens[0] > 0
-        assert (out.reps.kv_blk[:, :, pc._REF] == 0).all()
+        assert out.kv.hit_tokens[0] > 0
+        assert (out.kv.blk[:, :, BLK_REF] == 0).all()
 
 
 def test_sync_and_async_runs_are_each_deterministic():

@@ -7,7 +7,14 @@ import numpy as np
 import pandas as pd
 
 from vidur_fast.engine.batch_store import BatchStore
-from vidur_fast.engine.state import alloc_hist, alloc_log, alloc_reps, alloc_reqs, kernel_array
+from vidur_fast.engine.state import (
+    alloc_kv,
+    alloc_log,
+    alloc_reps,
+    alloc_reqs,
+    alloc_run_state,
+    kernel_array,
+)
 from vidur_fast.errors import UserError
 from vidur_fast.jit_start import start_numba_target
 from vidur_fast.kernels import loop
@@ -16,14 +23,11 @@ from vidur_fast.kernels.codes import (
     LS_DONE,
     LS_NEXT_REQ,
     LS_NOW,
-    N_LS,
-    RSTATE_RR,
-    RSTATE_SESSIONS,
     RouterPolicy,
     RunStatus,
 )
 from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_S
-from vidur_fast.kernels.state import Reps, Reqs, SchedParams, max_running
+from vidur_fast.kernels.state import KvPool, Reps, Reqs, SchedParams, max_running
 from vidur_fast.kernels.timing import TimingGrids, TimingParams
 from vidur_fast.workload.closed_loop import ClosedLoopPlan, closed_loop_state
 
@@ -40,6 +44,7 @@ STATUS_NAMES = {
 class EngineOutput:
     reqs: Reqs
     reps: Reps
+    kv: KvPool
     batch_log: BatchStore
     hist: np.ndarray
     status: str
@@ -116,28 +121,26 @@ def run_engine(
         session, n_sessions = _dense_sessions(session)
     if hashes is None:
         hash_off = np.zeros(arrival_ns.shape[0] + 1, dtype=np.int64)
-    reqs = alloc_reqs(arrival_ns, prompt, decode, session, hash_off, hashes)
+    u_route = kernel_array(u_route, np.float64)
+    reqs = alloc_reqs(arrival_ns, prompt, decode, session, hash_off, hashes, u_route)
     cl = closed_loop_state(closed_loop, arrival_ns.shape[0])
     reqs.rejected[:] = rejected
     pool_blocks = sp.usable_blocks if sp.enable_prefix_caching else 0
-    start_numba_target()  # before the first kernel: alloc_reps sets up the pool with one
-    reps = alloc_reps(
+    reps = alloc_reps(sp.num_replicas, sp.pp, max_running(sp), loop.batch_slots(sp))
+    start_numba_target()  # before the first kernel: alloc_kv sets up the pool with one
+    kv = alloc_kv(
         sp.num_replicas,
-        sp.pp,
+        arrival_ns.shape[0],
         max_running(sp),
         pool_blocks,
         _max_request_blocks(sp, prompt, decode),
-        loop.batch_slots(sp),
     )
     log = alloc_log(log_capacity)
-    hist = alloc_hist()
-    u_route = kernel_array(u_route, np.float64)
     # the caller reads grids.counters afterwards, so that array is passed through as is
     tables = {k: kernel_array(v, v.dtype) for k, v in grids._asdict().items() if k != "counters"}
     grids = grids._replace(**tables)
-    lstate = np.zeros(N_LS, dtype=np.int64)
-    rstate = np.full(RSTATE_SESSIONS + n_sessions, NO_ID, dtype=np.int64)
-    rstate[RSTATE_RR] = 0
+    run = alloc_run_state(n_sessions)
+    lstate = run.loop
     limit_ns = int(round(time_limit_s * NS_PER_S))
     n = arrival_ns.shape[0]
     n_live = int((rejected == 0).sum()) if closed_loop is None else n
@@ -157,21 +160,7 @@ def run_engine(
         )
 
     def advance(max_steps: int) -> int:
-        return loop.run_nb(
-            reqs,
-            reps,
-            log,
-            hist,
-            lstate,
-            rstate,
-            cl,
-            grids,
-            tparams,
-            sp,
-            u_route,
-            limit_ns,
-            max_steps,
-        )
+        return loop.run_nb(reqs, reps, kv, log, run, cl, grids, tparams, sp, limit_ns, max_steps)
 
     # A zero-step call loads (or compiles) the kernels, so loop_s is simulation time only.
     t0 = time.perf_counter()
@@ -214,5 +203,15 @@ def run_engine(
         )
     cl_out = cl if closed_loop is not None else None
     return EngineOutput(
-        reqs, reps, store, hist, STATUS_NAMES[status], end_ns, loop_s, loop_cpu_s, jit_s, cl_out
+        reqs,
+        reps,
+        kv,
+        store,
+        run.tbt_hist,
+        STATUS_NAMES[status],
+        end_ns,
+        loop_s,
+        loop_cpu_s,
+        jit_s,
+        cl_out,
     )
