@@ -32,7 +32,6 @@ def _next_tokens_nb(reqs, i):
     return reqs.prompt[i] - reqs.processed[i]
 
 
-# inlined: called once per decoding request per step, and a call passes every state array
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _schedule_decode_nb(reps, reqs, p, r, s, i, now_ns):
     """Vidur's decode admission with the victim loop: while request i cannot get a block,
@@ -52,7 +51,6 @@ def _schedule_decode_nb(reps, reqs, p, r, s, i, now_ns):
     return True
 
 
-# inlined into the loop: a call would pass every state array once per step
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
 def schedule_sarathi_nb(reps, reqs, p, r, s, now_ns):
     """Sarathi-Serve: decodes first, then running partial prefills, then new requests, all
@@ -218,3 +216,16 @@ def requeue_after_batch_legacy_nb(reps, reqs, r, i, group_id):
     """
     reqs.group[i] = group_id
     return run_append_nb(reps, r, i)
+
+
+# ---- hooks for the loop (kernels/sched.py), shared with LightLLM ----
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def is_decode_legacy_nb(reqs, i):
+    """Whether request i's tokens in the batch just formed count as decode (timing).
+
+    Mutates: nothing.
+    Returns: bool.
+    """
+    return reqs.prefill_done[i] == 1

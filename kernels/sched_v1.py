@@ -36,10 +36,11 @@ from vidur_fast.kernels.kv import (
     grow_blocks_nb,
     lookup_cached_nb,
 )
-from vidur_fast.kernels.lifecycle import batch_add_nb
+from vidur_fast.kernels.lifecycle import advance_v1_nb, apply_v1_output_nb, batch_add_nb
 from vidur_fast.kernels.queues import (
     run_append_nb,
     run_pop_last_nb,
+    run_remove_at_nb,
     wq_push_front_nb,
     wq_remove_after_nb,
 )
@@ -136,7 +137,6 @@ def _admit_nb(reps, kv, reqs, p, r, prev, i, hit_blocks, need, n, now_ns):
     )
 
 
-# inlined into the loop: a call would pass every state array once per step
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
 def schedule_vllm_v1_nb(reps, kv, reqs, p, r, s, now_ns):
     """One vLLM v1 scheduling step on replica r into batch slot s.
@@ -223,3 +223,56 @@ def schedule_vllm_v1_nb(reps, kv, reqs, p, r, s, now_ns):
         n_prefill += 1
         i = reps.wq_head[r] if prev == NO_ID else reqs.q_next[prev]
     return reps.bat_n[r, s]
+
+
+# ---- hooks for the loop (kernels/sched.py) ----
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def is_decode_v1_nb(reqs, i, n):
+    """Whether request i's n tokens in the batch just formed count as decode (timing).
+
+    Mutates: nothing.
+    Returns: bool.
+    """
+    # with async scheduling the sampled token may still be in flight: this step's own
+    # placeholder plus one from the step before
+    return n == 1 and (reqs.prefill_done[i] == 1 or reqs.placeholders[i] > 1)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def kv_before_v1_nb(reqs, i, n):
+    """Tokens of request i computed before its n tokens in the batch just formed: the v1
+    scheduler counts the batch's tokens in flight at once.
+
+    Mutates: nothing.
+    Returns: int.
+    """
+    return reqs.processed[i] + reqs.tok_inflight[i] - n
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def apply_output_v1_nb(kv, reqs, hist, p, r, i, n, now_ns):
+    """Apply request i's n tokens of a finished step.
+
+    Mutates: reqs, hist, kv (async: cached blocks).
+    Returns: True when the request has produced all its output tokens.
+    """
+    if p.async_scheduling:
+        return apply_v1_output_nb(kv, reqs, hist, p, r, i, n, now_ns)
+    reqs.tok_inflight[i] -= n
+    return advance_v1_nb(reqs, hist, i, n, now_ns)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def leave_running_v1_nb(reps, r, i):
+    """A completed request leaves replica r's running list (v1 keeps running requests listed
+    while their steps are in flight).
+
+    Mutates: reps.run, reps.run_n.
+    Returns: nothing.
+    """
+    for j in range(reps.run_n[r]):
+        if reps.run[r, j] == i:
+            run_remove_at_nb(reps, r, j)
+            break
