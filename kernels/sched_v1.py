@@ -21,7 +21,8 @@ scheduled again. Preempting a request whose step is in flight marks those tokens
 (reqs.tok_stale): their output is still delivered when the step ends, and the request is skipped
 (not a stop) by the waiting pass until then. vLLM zeroes the placeholders at preemption; here
 they are kept until the stale output drains, so that its ending step knows whether it samples
-(nothing else reads them meanwhile). Outputs are applied by the loop (loop._apply_v1_nb).
+(nothing else reads them meanwhile). Outputs are applied by apply_output_v1_nb (through
+sched.apply_output_nb).
 """
 
 from numba import njit
