@@ -1,16 +1,15 @@
-"""Counted KV-block accounting (Vidur's allocation map: counts per request, no block ids).
+"""Counted KV-block accounting (Vidur's allocation map: counts per request, no block ids), and
+the time integral of allocated blocks that every allocator keeps (Reps.kv_area).
 
-Requests that hold blocks of the paged pool (vLLM v1 with prefix caching, kv_slot set) are
-released through the pool instead, so callers free every request the same way.
+The paged pool (vLLM v1 with prefix caching) lives in block_pool.py / hash_map.py /
+req_blocks.py; kv.py picks between the two for the vLLM v1 scheduler.
 """
 
 from numba import njit
-from vidur_fast.kernels.dtypes import NO_ID
-from vidur_fast.kernels.prefix_cache import free_request_blocks_nb
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _ceil_div_nb(a, b):
+def ceil_div_nb(a, b):
     """ceil(a / b) for non-negative ints.
 
     Mutates: nothing.
@@ -20,17 +19,7 @@ def _ceil_div_nb(a, b):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def free_blocks_nb(reps, reqs, p, r):
-    """Blocks not allocated on replica r.
-
-    Mutates: nothing.
-    Returns: int.
-    """
-    return p.num_blocks - reps.alloc_blocks[r]
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def _kv_touch_nb(reps, r, now_ns):
+def accrue_kv_area_nb(reps, r, now_ns):
     """Accumulate the time integral of allocated blocks up to now.
 
     Mutates: reps.kv_area, reps.kv_last_ns.
@@ -45,12 +34,12 @@ def _kv_touch_nb(reps, r, now_ns):
 def alloc_nb(reps, reqs, r, i, n, now_ns):
     """Give n more blocks to request i on replica r (caller checked capacity).
 
-    Mutates: reps.alloc_*, reps.kv_*, reqs.blocks.
+    Mutates: reps.alloc_*, reps.kv_area / kv_last_ns / kv_peak, reqs.blocks.
     Returns: nothing.
     """
     if n <= 0:
         return
-    _kv_touch_nb(reps, r, now_ns)
+    accrue_kv_area_nb(reps, r, now_ns)
     if reqs.blocks[i] == 0:
         reps.alloc_reqs[r] += 1
     reqs.blocks[i] += n
@@ -61,21 +50,15 @@ def alloc_nb(reps, reqs, r, i, n, now_ns):
 
 @njit(cache=True, nogil=True, _nrt=False)
 def release_nb(reps, reqs, r, i, now_ns):
-    """Free all blocks of request i on replica r.
+    """Free all (counted) blocks of request i on replica r.
 
-    Mutates: reps.alloc_*, reps.kv_* (pool included), reqs.blocks, reqs.kv_slot.
+    Mutates: reps.alloc_*, reps.kv_area / kv_last_ns, reqs.blocks.
     Returns: blocks freed.
     """
-    if reqs.kv_slot[i] != NO_ID:
-        _kv_touch_nb(reps, r, now_ns)
-        n = free_request_blocks_nb(reps, reqs, r, i)
-        reps.alloc_blocks[r] = reps.kv_blk.shape[1] - reps.kv_nfree[r]
-        reps.alloc_reqs[r] -= 1
-        return n
     n = reqs.blocks[i]
     if n == 0:
         return 0
-    _kv_touch_nb(reps, r, now_ns)
+    accrue_kv_area_nb(reps, r, now_ns)
     reps.alloc_blocks[r] -= n
     reps.alloc_reqs[r] -= 1
     reqs.blocks[i] = 0
@@ -90,13 +73,13 @@ def can_allocate_request_nb(reps, reqs, p, r, i):
     Mutates: nothing.
     Returns: bool.
     """
-    free = p.num_blocks - reps.alloc_blocks[r]
+    free = p.usable_blocks - reps.alloc_blocks[r]
     if reqs.blocks[i] == 0:
-        need = _ceil_div_nb(reqs.prompt[i], p.block_size)
+        need = ceil_div_nb(reqs.prompt[i], p.block_size)
         if reps.alloc_blocks[r] == 0:
             # NOTE(fix): a restart can grow a prompt into the watermark; an empty replica still
             # admits it, else it would wait forever (Vidur hangs here)
-            return need <= p.num_blocks
+            return need <= p.usable_blocks
         return free - need >= p.watermark_blocks
     return free >= 1
 
@@ -110,7 +93,7 @@ def allocate_request_nb(reps, reqs, p, r, i, now_ns):
     Returns: nothing.
     """
     if reqs.blocks[i] == 0:
-        alloc_nb(reps, reqs, r, i, _ceil_div_nb(reqs.prompt[i], p.block_size), now_ns)
+        alloc_nb(reps, reqs, r, i, ceil_div_nb(reqs.prompt[i], p.block_size), now_ns)
         return
     reserved = reqs.blocks[i] * p.block_size
     if reqs.processed[i] > reserved:

@@ -4,8 +4,9 @@ import math
 
 from numba import njit
 from vidur_fast.kernels.blocks import release_nb
-from vidur_fast.kernels.dtypes import NEVER, ReqStatus
-from vidur_fast.kernels.prefix_cache import cache_full_blocks_nb
+from vidur_fast.kernels.codes import ReqStatus
+from vidur_fast.kernels.dtypes import NEVER
+from vidur_fast.kernels.kv import cache_computed_nb
 from vidur_fast.kernels.queues import wq_push_front_nb
 
 # ---- batch slots ----
@@ -22,19 +23,6 @@ def batch_add_nb(reps, r, s, i, n):
     reps.bat_req[r, s, k] = i
     reps.bat_tok[r, s, k] = n
     reps.bat_n[r, s] = k + 1
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def batch_tokens_nb(reps, r, s):
-    """Tokens already in the batch being formed.
-
-    Mutates: nothing.
-    Returns: int.
-    """
-    t = 0
-    for k in range(reps.bat_n[r, s]):
-        t += reps.bat_tok[r, s, k]
-    return t
 
 
 # ---- Vidur (legacy) request transitions ----
@@ -62,7 +50,8 @@ def restart_nb(reqs, i):
 
 @njit(cache=True, nogil=True, _nrt=False)
 def preempt_to_waiting_nb(reps, reqs, r, i, now_ns):
-    """Restart request i, free its blocks and put it at the head of the waiting queue.
+    """Restart request i, free its (counted) blocks and put it at the head of the waiting
+    queue (Vidur's schedulers).
 
     Mutates: reqs, reps.
     Returns: nothing.
@@ -148,7 +137,7 @@ def advance_v1_nb(reqs, hist, i, n, now_ns):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def apply_v1_output_nb(reps, reqs, hist, p, r, i, n, now_ns):
+def apply_v1_output_nb(kv, reqs, hist, p, r, i, n, now_ns):
     """Apply request i's n tokens of a finished vLLM v1 step on replica r (async scheduling;
     synchronously the loop calls advance_v1_nb directly).
 
@@ -159,7 +148,7 @@ def apply_v1_output_nb(reps, reqs, hist, p, r, i, n, now_ns):
     formed only while at most one other is in flight), so a stale step samples iff the
     request has a placeholder. With async scheduling a running request caches the blocks its
     new token completes (computed tokens minus placeholders).
-    Mutates: reqs, hist; reps prefix cache.
+    Mutates: reqs, hist, kv (cached blocks).
     Returns: True when the request has produced all its output tokens.
     """
     if reqs.tok_stale[i] > 0:
@@ -173,7 +162,6 @@ def apply_v1_output_nb(reps, reqs, hist, p, r, i, n, now_ns):
     complete = advance_v1_nb(reqs, hist, i, n, now_ns)
     if reqs.generated[i] > g:
         reqs.placeholders[i] -= 1
-        if p.prefix_caching:
-            known = reqs.processed[i] + reqs.tok_inflight[i] - reqs.placeholders[i]
-            cache_full_blocks_nb(reps, reqs, p, r, i, known)
+        known = reqs.processed[i] + reqs.tok_inflight[i] - reqs.placeholders[i]
+        cache_computed_nb(kv, reqs, p, r, i, known)
     return complete

@@ -2,7 +2,6 @@
 
 import numpy as np
 from numba import njit
-from vidur_fast.kernels.blocks import release_nb
 from vidur_fast.kernels.closed_loop import (
     front_end_nb,
     heap_peek_nb,
@@ -11,40 +10,28 @@ from vidur_fast.kernels.closed_loop import (
     release_next_nb,
     was_held_nb,
 )
-from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_MS, ReqStatus, SchedPolicy
-from vidur_fast.kernels.event_tree import tree_build_nb, tree_set_nb, tree_top_nb
-from vidur_fast.kernels.lifecycle import advance_legacy_nb, advance_v1_nb, apply_v1_output_nb
-from vidur_fast.kernels.queues import run_remove_at_nb, wq_push_back_nb, wq_remove_nb
-from vidur_fast.kernels.router import on_prefill_end_nb, on_request_end_nb, route_request_nb
-from vidur_fast.kernels.sched_legacy import (
-    requeue_after_batch_legacy_nb,
-    schedule_faster_transformer_nb,
-    schedule_orca_nb,
-    schedule_sarathi_nb,
-    schedule_vllm_nb,
-)
-from vidur_fast.kernels.sched_lightllm import schedule_lightllm_nb
-from vidur_fast.kernels.sched_v1 import schedule_vllm_v1_nb
-from vidur_fast.kernels.timing import (
+from vidur_fast.kernels.codes import (
     KV_RULE_PER_REQUEST,
-    ceil_to_nb,
-    host_time_ms_nb,
-    stage_time_ms_nb,
+    LS_DONE,
+    LS_NEXT_REQ,
+    LS_NOW,
+    LS_STEPS,
+    ReqStatus,
+    RunStatus,
 )
-
-# run_nb return codes
-DONE = 0
-LOG_FULL = 1
-MAX_STEPS = 2
-TIME_LIMIT = 3
-BROKEN = 4
-
-# loop state slots (int64 array carried across resumptions)
-LS_NEXT_REQ = 0
-LS_DONE = 1
-LS_NOW = 2
-LS_STEPS = 3
-N_LS = 4
+from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_MS
+from vidur_fast.kernels.event_tree import tree_build_nb, tree_set_nb, tree_top_nb
+from vidur_fast.kernels.kv import free_request_nb
+from vidur_fast.kernels.queues import wq_push_back_nb, wq_remove_nb
+from vidur_fast.kernels.router import on_prefill_end_nb, on_request_end_nb, route_request_nb
+from vidur_fast.kernels.sched import (
+    after_completion_nb,
+    after_step_nb,
+    apply_output_nb,
+    schedule_nb,
+    token_kind_nb,
+)
+from vidur_fast.kernels.timing import ceil_to_nb, host_time_ms_nb, stage_time_ms_nb
 
 
 def batch_slots(p) -> int:
@@ -89,62 +76,13 @@ def _sync_events_nb(reps):
     tree_build_nb(reps.ev_key, reps.ev_node)
 
 
-# inlined into run_nb: saves a call layer (every state array passed again) per step
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
-def _schedule_nb(reps, reqs, p, r, s, now_ns):
-    """Dispatch to the replica scheduler selected by p.policy.
-
-    Mutates: reps, reqs.
-    Returns: requests in the new batch.
-    """
-    if p.policy == SchedPolicy.SARATHI:
-        return schedule_sarathi_nb(reps, reqs, p, r, s, now_ns)
-    if p.policy == SchedPolicy.VLLM_V1:
-        return schedule_vllm_v1_nb(reps, reqs, p, r, s, now_ns)
-    if p.policy == SchedPolicy.VLLM:
-        return schedule_vllm_nb(reps, reqs, p, r, s, now_ns)
-    if p.policy == SchedPolicy.ORCA:
-        return schedule_orca_nb(reps, reqs, p, r, s, now_ns)
-    if p.policy == SchedPolicy.LIGHTLLM:
-        return schedule_lightllm_nb(reps, reqs, p, r, s, now_ns)
-    return schedule_faster_transformer_nb(reps, reqs, p, r, s, now_ns)
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def _is_decode_nb(reqs, p, i, n):
-    """Whether request i's n tokens in a batch just formed count as decode (timing features).
+def _batch_features_nb(reps, reqs, tp, p, r, s):
+    """Timing features of the batch just formed in slot s of replica r (SPEC 6.5).
 
     Mutates: nothing.
-    Returns: bool.
-    """
-    if p.policy == SchedPolicy.VLLM_V1:
-        # with async scheduling the sampled token may still be in flight: this step's own
-        # placeholder plus one from the step before
-        return n == 1 and (reqs.prefill_done[i] == 1 or reqs.placeholders[i] > 1)
-    return reqs.prefill_done[i] == 1
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def _kv_before_nb(reqs, p, i, n):
-    """Tokens of request i already computed before its n tokens in the batch just formed.
-
-    Mutates: nothing.
-    Returns: int.
-    """
-    if p.policy == SchedPolicy.VLLM_V1:
-        # the v1 scheduler counts the batch's tokens in flight at once
-        return reqs.processed[i] + reqs.tok_inflight[i] - n
-    return reqs.processed[i]
-
-
-# inlined into run_nb: a call would pass every state array (hundreds of words) once per step
-@njit(cache=True, nogil=True, _nrt=False, inline="always")
-def _launch_batch_nb(reps, reqs, log, grids, tp, p, r, s, now_ns):
-    """Time the batch just formed in slot s through every pipeline stage and account it.
-
-    Mutates: reps (slot end, stages, counters), reqs (timestamps, exec/preempt), log,
-    grids.counters.
-    Returns: nothing.
+    Returns: (tokens, decode requests, their kv sum, prefill requests, their kv feature, sum
+    of squared prefill chunks, prefill tokens).
     """
     n_tok = 0
     n_dec = 0
@@ -157,8 +95,8 @@ def _launch_batch_nb(reps, reqs, log, grids, tp, p, r, s, now_ns):
         i = reps.bat_req[r, s, k]
         n = reps.bat_tok[r, s, k]
         n_tok += n
-        kv = _kv_before_nb(reqs, p, i, n)
-        if _is_decode_nb(reqs, p, i, n):
+        decode, kv = token_kind_nb(reqs, p, i, n)
+        if decode:
             n_dec += 1
             dec_kv += kv
         else:
@@ -169,6 +107,17 @@ def _launch_batch_nb(reps, reqs, log, grids, tp, p, r, s, now_ns):
                 pre_kv += ceil_to_nb(kv, tp.g)
             else:
                 pre_kv += kv
+    return n_tok, n_dec, dec_kv, n_pre, pre_kv, pre_sq, pre_tok
+
+
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _run_stages_nb(reps, grids, tp, p, r, n_tok, n_dec, dec_kv, n_pre, pre_kv, pre_sq, now_ns):
+    """Run a batch formed at now through replica r's pipeline stages.
+
+    Mutates: reps.stage_free, reps.busy_ns, grids.counters.
+    Returns: (start of its first stage, end of its last, gaps between stages, execution ns,
+    model ns (without host overhead), duration of the first stage, start to log).
+    """
     start0 = now_ns if now_ns > reps.stage_free[r, 0] else reps.stage_free[r, 0]
     t = start0
     gaps = 0
@@ -197,26 +146,42 @@ def _launch_batch_nb(reps, reqs, log, grids, tp, p, r, s, now_ns):
         log_start = start0
         reps.stage_free[r, 0] = end
         reps.busy_ns[r, 0] += exec_ns
-    else:
-        for st in range(p.pp):
-            ms = stage_time_ms_nb(
-                grids, tp, n_tok, n_dec, dec_kv, n_pre, pre_kv, pre_sq, st == p.pp - 1
-            )
-            dur = np.int64(round(ms * NS_PER_MS))
-            if dur < 1:
-                dur = 1
-            if st == 0:
-                first_dur = dur
-            else:
-                begin = t if t > reps.stage_free[r, st] else reps.stage_free[r, st]
-                gaps += begin - t
-                t = begin
-            t += dur
-            reps.stage_free[r, st] = t
-            reps.busy_ns[r, st] += dur
-            exec_ns += dur
-        end = t
-        model_ns = exec_ns - cpu_ns * p.pp
+        return start0, end, gaps, exec_ns, model_ns, first_dur, log_start
+    for st in range(p.pp):
+        ms = stage_time_ms_nb(
+            grids, tp, n_tok, n_dec, dec_kv, n_pre, pre_kv, pre_sq, st == p.pp - 1
+        )
+        dur = np.int64(round(ms * NS_PER_MS))
+        if dur < 1:
+            dur = 1
+        if st == 0:
+            first_dur = dur
+        else:
+            begin = t if t > reps.stage_free[r, st] else reps.stage_free[r, st]
+            gaps += begin - t
+            t = begin
+        t += dur
+        reps.stage_free[r, st] = t
+        reps.busy_ns[r, st] += dur
+        exec_ns += dur
+    model_ns = exec_ns - cpu_ns * p.pp
+    return start0, t, gaps, exec_ns, model_ns, first_dur, log_start
+
+
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _launch_batch_nb(reps, reqs, log, grids, tp, p, r, s, now_ns):
+    """Time the batch just formed in slot s through every pipeline stage and account it.
+
+    Mutates: reps (slot end, stages, counters), reqs (timestamps, exec/preempt), log,
+    grids.counters.
+    Returns: nothing.
+    """
+    n_tok, n_dec, dec_kv, n_pre, pre_kv, pre_sq, pre_tok = _batch_features_nb(
+        reps, reqs, tp, p, r, s
+    )
+    start0, end, gaps, exec_ns, model_ns, first_dur, log_start = _run_stages_nb(
+        reps, grids, tp, p, r, n_tok, n_dec, dec_kv, n_pre, pre_kv, pre_sq, now_ns
+    )
     for k in range(reps.bat_n[r, s]):
         i = reps.bat_req[r, s, k]
         if reqs.sched_ns[i] == NEVER:
@@ -249,35 +214,27 @@ def _launch_batch_nb(reps, reqs, log, grids, tp, p, r, s, now_ns):
     log.n[0] = c + 1
 
 
-# inlined into run_nb: a call would pass every state array (hundreds of words) once per step
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
-def _finish_batch_nb(reps, reqs, hist, cl, p, r, s, now_ns):
+def _finish_batch_nb(reps, kv, reqs, hist, cl, p, r, s, now_ns):
     """Apply a finished batch: token updates, completions, frees, requeue the rest; in a
     closed loop each completion releases its client's next request.
 
-    Mutates: reps, reqs, hist, cl.
+    Mutates: reps, kv, reqs, hist, cl.
     Returns: requests completed (or -1 on a broken invariant).
     """
     done = 0
-    v1 = p.policy == SchedPolicy.VLLM_V1
     for k in range(reps.bat_n[r, s]):
         i = reps.bat_req[r, s, k]
         n = reps.bat_tok[r, s, k]
         g_before = reqs.generated[i]
-        if v1 and p.async_scheduling:
-            complete = apply_v1_output_nb(reps, reqs, hist, p, r, i, n, now_ns)
-        elif v1:
-            reqs.tok_inflight[i] -= n
-            complete = advance_v1_nb(reqs, hist, i, n, now_ns)
-        else:
-            complete = advance_legacy_nb(reqs, hist, i, n, now_ns)
+        complete = apply_output_nb(kv, reqs, hist, p, r, i, n, now_ns)
         if g_before == 0 and reqs.generated[i] == 1:
             on_prefill_end_nb(reps, reqs, p, r, i)
         if complete:
             queued = reqs.status[i] == ReqStatus.PREEMPTED
             reqs.status[i] = ReqStatus.FINISHED
             reqs.done_ns[i] = now_ns
-            release_nb(reps, reqs, r, i, now_ns)
+            free_request_nb(reps, kv, reqs, p, r, i, now_ns)
             on_request_end_nb(reps, reqs, p, r, i)
             done += 1
             if cl.heap_t.shape[0] > 0:
@@ -285,14 +242,10 @@ def _finish_batch_nb(reps, reqs, hist, cl, p, r, s, now_ns):
             if queued:
                 # NOTE(vllm): stale output finished a preempted request: it leaves the queue
                 wq_remove_nb(reps, reqs, r, i)
-            elif v1:
-                for j in range(reps.run_n[r]):
-                    if reps.run[r, j] == i:
-                        run_remove_at_nb(reps, r, j)
-                        break
-        elif not v1:
-            if not requeue_after_batch_legacy_nb(reps, reqs, r, i, reps.bat_seq[r, s]):
-                return -1
+            else:
+                after_completion_nb(reps, p, r, i)
+        elif not after_step_nb(reps, reqs, p, r, i, reps.bat_seq[r, s]):
+            return -1
     reps.bat_n[r, s] = 0
     reps.bat_end[r, s] = NEVER
     reps.inflight[r] -= 1
@@ -300,7 +253,7 @@ def _finish_batch_nb(reps, reqs, hist, cl, p, r, s, now_ns):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def run_nb(reqs, reps, log, hist, lstate, rstate, cl, grids, tp, p, u_route, limit_ns, max_steps):
+def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, limit_ns, max_steps):
     """Advance the cluster until all requests finish, the time limit passes, the batch log
     fills, or max_steps loop iterations ran. Resumable: all progress lives in the arrays.
 
@@ -310,9 +263,13 @@ def run_nb(reqs, reps, log, hist, lstate, rstate, cl, grids, tp, p, u_route, lim
     or bat_end changes, _refresh_event_nb must re-key it before the next selection.
     Arrivals come in index order (open loop) or, when cl has clients, from cl's heap of
     released requests (closed loop; equal arrival times in request-id order).
-    Mutates: reqs, reps, log, hist, lstate, rstate, cl, grids.counters.
-    Returns: status code (DONE, LOG_FULL, MAX_STEPS, TIME_LIMIT, BROKEN).
+    Mutates: reqs, reps, kv, log, run (loop cursor, router state, TBT histogram), cl,
+    grids.counters.
+    Returns: a RunStatus.
     """
+    lstate = run.loop
+    rstate = run.router
+    hist = run.tbt_hist
     n = reqs.arrival_ns.shape[0]
     log_cap = log.start_ns.shape[0]
     closed = cl.heap_t.shape[0] > 0
@@ -327,10 +284,10 @@ def run_nb(reqs, reps, log, hist, lstate, rstate, cl, grids, tp, p, u_route, lim
             t_arr = reqs.arrival_ns[nr] if nr < n else NEVER
         r, t_rep = tree_top_nb(reps.ev_key, reps.ev_node)
         if t_arr == NEVER and t_rep == NEVER:
-            return DONE
+            return RunStatus.DONE
         t_next = t_arr if t_arr <= t_rep else t_rep
         if limit_ns > 0 and t_next > limit_ns:
-            return TIME_LIMIT
+            return RunStatus.TIME_LIMIT
         if t_arr <= t_rep:
             if closed:
                 heap_pop_nb(cl)
@@ -345,7 +302,7 @@ def run_nb(reqs, reps, log, hist, lstate, rstate, cl, grids, tp, p, u_route, lim
             if was_held_nb(cl, nr):
                 rr = reqs.replica[nr]
             else:
-                rr = route_request_nb(reps, reqs, rstate, p, nr, u_route[nr])
+                rr = route_request_nb(reps, rstate, kv, reqs, p, nr)
                 reqs.replica[nr] = rr
                 if closed and hold_for_next_step_nb(cl, nr, reps.bat_end[rr]):
                     continue
@@ -358,7 +315,7 @@ def run_nb(reqs, reps, log, hist, lstate, rstate, cl, grids, tp, p, u_route, lim
                 _refresh_event_nb(reps, rr)
             continue
         if log.n[0] + slots > log_cap:
-            return LOG_FULL
+            return RunStatus.LOG_FULL
         lstate[LS_NOW] = t_rep
         # the earliest finished slot of this replica, if its end is now
         s_end = -1
@@ -367,9 +324,9 @@ def run_nb(reqs, reps, log, hist, lstate, rstate, cl, grids, tp, p, u_route, lim
                 if s_end < 0 or reps.bat_seq[r, s] < reps.bat_seq[r, s_end]:
                     s_end = s
         if s_end >= 0:
-            d = _finish_batch_nb(reps, reqs, hist, cl, p, r, s_end, t_rep)
+            d = _finish_batch_nb(reps, kv, reqs, hist, cl, p, r, s_end, t_rep)
             if d < 0:
-                return BROKEN
+                return RunStatus.BROKEN
             lstate[LS_DONE] += d
         reps.wake[r] = NEVER
         # preemptions of steps that formed no batch are logged with the next batch formed
@@ -383,18 +340,18 @@ def run_nb(reqs, reps, log, hist, lstate, rstate, cl, grids, tp, p, u_route, lim
             if s_new == NO_ID:
                 break
             pre0 = reps.preemptions[r]
-            hit0 = reps.pc_hit_tokens[r]  # requests admitted into this batch add their hits
-            if _schedule_nb(reps, reqs, p, r, s_new, t_rep) == 0:
+            hit0 = kv.hit_tokens[r]  # requests admitted into this batch add their hits
+            if schedule_nb(reps, kv, reqs, p, r, s_new, t_rep) == 0:
                 # a step that only preempted: schedule again at once (an empty step costs 0)
                 if reps.preemptions[r] != pre0 and reps.inflight[r] == 0:
                     continue
                 break
             _launch_batch_nb(reps, reqs, log, grids, tp, p, r, s_new, t_rep)
             log.preempted[log.n[0] - 1] = reps.preemptions[r] - pre_logged
-            log.n_cached_tokens[log.n[0] - 1] = reps.pc_hit_tokens[r] - hit0
+            log.n_cached_tokens[log.n[0] - 1] = kv.hit_tokens[r] - hit0
             pre_logged = reps.preemptions[r]
         if reps.inflight[r] < slots and log.n[0] >= log_cap:
             # resume scheduling this replica after the flush
             reps.wake[r] = t_rep
         _refresh_event_nb(reps, r)
-    return MAX_STEPS
+    return RunStatus.MAX_STEPS

@@ -1,11 +1,8 @@
 """Global routers: pick a replica for each arriving request (early binding, as Vidur)."""
 
 from numba import njit
-from vidur_fast.kernels.dtypes import RouterPolicy
-from vidur_fast.kernels.prefix_cache import longest_cached_prefix_nb
-
-# rstate layout: [0] round-robin counter, [RSTATE_SESSIONS + s] replica of dense session s
-RSTATE_SESSIONS = 4
+from vidur_fast.kernels.codes import RSTATE_RR, RSTATE_SESSIONS, RouterPolicy
+from vidur_fast.kernels.kv import cached_prefix_blocks_nb
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -38,22 +35,22 @@ def _counts_prefill_nb(p):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _route_prefix_aware_nb(reps, reqs, p, i):
+def _route_prefix_aware_nb(reps, kv, reqs, p, i):
     """Replica holding the longest cached prefix of request i's prompt among those whose
-    outstanding prefill is within p.router_imbalance tokens of the least loaded; ties go to
+    outstanding prefill is within p.max_imbalance_tokens tokens of the least loaded; ties go to
     the lower load, then the lower id. Without any cached prefix: least outstanding prefill.
 
     Mutates: nothing.
     Returns: replica index.
     """
     least = _argmin_nb(reps.pending)
-    bound = reps.pending[least] + p.router_imbalance
+    bound = reps.pending[least] + p.max_imbalance_tokens
     best = least
     best_len = 0
-    for r in range(p.n_replicas):
+    for r in range(p.num_replicas):
         if reps.pending[r] > bound:
             continue
-        m = longest_cached_prefix_nb(reps, reqs, p, r, i)
+        m = cached_prefix_blocks_nb(kv, reqs, p, r, i)
         if m > best_len or (m == best_len and m > 0 and reps.pending[r] < reps.pending[best]):
             best = r
             best_len = m
@@ -61,26 +58,27 @@ def _route_prefix_aware_nb(reps, reqs, p, i):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def route_request_nb(reps, reqs, rstate, p, i, u):
+def route_request_nb(reps, rstate, kv, reqs, p, i):
     """Choose the replica of request i.
 
-    rstate: int64 scratch (rstate[0] = round-robin counter, then one replica per dense session
-    id for sticky routing, NO_ID until the session is first routed); u: a pre-drawn uniform in
-    [0, 1). lor counts requests routed and not finished; lop, sticky and prefix_aware count
-    prompt tokens routed whose prefill has not completed (+ at routing, - at first prefill end).
+    rstate: int64 scratch (rstate[RSTATE_RR] = round-robin counter, then from RSTATE_SESSIONS
+    one replica per dense session id for sticky routing, NO_ID until the session is first
+    routed); random routing reads the request's pre-drawn uniform reqs.u_route[i]. lor counts
+    requests routed and not finished; lop, sticky and prefix_aware count prompt tokens routed
+    whose prefill has not completed (+ at routing, - at first prefill end).
     Sticky: a session stays on the replica of its first request (chosen by lop); requests
     without a session go by lop.
     Mutates: rstate, reps.pending.
     Returns: replica index.
     """
-    n = p.n_replicas
+    n = p.num_replicas
     if n == 1:
         r = 0
     elif p.router == RouterPolicy.ROUND_ROBIN:
-        r = rstate[0] % n
-        rstate[0] += 1
+        r = rstate[RSTATE_RR] % n
+        rstate[RSTATE_RR] += 1
     elif p.router == RouterPolicy.RANDOM:
-        r = int(u * n)
+        r = int(reqs.u_route[i] * n)
         if r >= n:
             r = n - 1
     elif p.router == RouterPolicy.STICKY:
@@ -92,7 +90,7 @@ def route_request_nb(reps, reqs, rstate, p, i, u):
             if sid >= 0:
                 rstate[RSTATE_SESSIONS + sid] = r
     elif p.router == RouterPolicy.PREFIX_AWARE:
-        r = _route_prefix_aware_nb(reps, reqs, p, i)
+        r = _route_prefix_aware_nb(reps, kv, reqs, p, i)
     elif p.router == RouterPolicy.LEAST_WAITING:
         # Vidur main's lor: the replica with the shortest waiting queue (running requests are
         # not counted); the request joins that queue right away

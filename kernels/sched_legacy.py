@@ -8,7 +8,8 @@ from vidur_fast.kernels.blocks import (
     allocate_request_nb,
     can_allocate_request_nb,
 )
-from vidur_fast.kernels.dtypes import NO_ID, ReqStatus
+from vidur_fast.kernels.codes import ReqStatus
+from vidur_fast.kernels.dtypes import NO_ID
 from vidur_fast.kernels.lifecycle import batch_add_nb, preempt_to_waiting_nb
 from vidur_fast.kernels.queues import (
     run_append_nb,
@@ -31,7 +32,6 @@ def _next_tokens_nb(reqs, i):
     return reqs.prompt[i] - reqs.processed[i]
 
 
-# inlined: called once per decoding request per step, and a call passes every state array
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _schedule_decode_nb(reps, reqs, p, r, s, i, now_ns):
     """Vidur's decode admission with the victim loop: while request i cannot get a block,
@@ -51,7 +51,6 @@ def _schedule_decode_nb(reps, reqs, p, r, s, i, now_ns):
     return True
 
 
-# inlined into the loop: a call would pass every state array once per step
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
 def schedule_sarathi_nb(reps, reqs, p, r, s, now_ns):
     """Sarathi-Serve: decodes first, then running partial prefills, then new requests, all
@@ -65,7 +64,7 @@ def schedule_sarathi_nb(reps, reqs, p, r, s, now_ns):
     # 1. running list in its current order; partial prefills are set aside in a scratch
     #    region at the tail of the batch slot (filled from the end).
     cap = reps.bat_req.shape[2]
-    while reps.run_n[r] > 0 and reps.bat_n[r, s] < p.max_micro_batch:
+    while reps.run_n[r] > 0 and reps.bat_n[r, s] < p.batch_size_cap_per_stage:
         i = run_remove_at_nb(reps, r, 0)
         if reqs.prefill_done[i] == 0:
             n_pref += 1
@@ -99,9 +98,9 @@ def schedule_sarathi_nb(reps, reqs, p, r, s, now_ns):
     run_sort_by_arrival_nb(reps, reqs, r)
     # 4. new requests from the waiting queue
     while reps.wq_head[r] != NO_ID:
-        if reps.alloc_reqs[r] >= p.batch_cap:
+        if reps.alloc_reqs[r] >= p.batch_size_cap:
             break
-        if reps.bat_n[r, s] >= p.max_micro_batch:
+        if reps.bat_n[r, s] >= p.batch_size_cap_per_stage:
             break
         i = reps.wq_head[r]
         if not can_allocate_request_nb(reps, reqs, p, r, i):
@@ -140,9 +139,9 @@ def schedule_vllm_nb(reps, reqs, p, r, s, now_ns):
             # a restart can grow a prompt past the bound: it then runs alone instead of never
             if reps.bat_n[r, s] > 0 or reqs.restarts[i] == 0:
                 break
-        if reps.alloc_reqs[r] >= p.batch_cap:
+        if reps.alloc_reqs[r] >= p.batch_size_cap:
             break
-        if reps.bat_n[r, s] >= p.max_micro_batch:
+        if reps.bat_n[r, s] >= p.batch_size_cap_per_stage:
             break
         wq_pop_front_nb(reps, reqs, r)
         reqs.status[i] = ReqStatus.RUNNING
@@ -152,7 +151,7 @@ def schedule_vllm_nb(reps, reqs, p, r, s, now_ns):
     if reps.bat_n[r, s] > 0:
         return reps.bat_n[r, s]
     run_sort_by_arrival_nb(reps, reqs, r)
-    while reps.run_n[r] > 0 and reps.bat_n[r, s] < p.max_micro_batch:
+    while reps.run_n[r] > 0 and reps.bat_n[r, s] < p.batch_size_cap_per_stage:
         i = run_remove_at_nb(reps, r, 0)
         _schedule_decode_nb(reps, reqs, p, r, s, i, now_ns)
     return reps.bat_n[r, s]
@@ -166,8 +165,8 @@ def _admit_reserving_nb(reps, reqs, p, r, s, now_ns):
     Mutates: reps, reqs.
     Returns: requests in the batch.
     """
-    while reps.wq_head[r] != NO_ID and reps.bat_n[r, s] < p.max_batch_size:
-        if p.num_blocks - reps.alloc_blocks[r] < p.max_blocks_per_seq:
+    while reps.wq_head[r] != NO_ID and reps.bat_n[r, s] < p.planned_batch_size:
+        if p.usable_blocks - reps.alloc_blocks[r] < p.max_blocks_per_seq:
             break
         i = wq_pop_front_nb(reps, reqs, r)
         reqs.status[i] = ReqStatus.RUNNING
@@ -184,7 +183,7 @@ def schedule_orca_nb(reps, reqs, p, r, s, now_ns):
     Mutates: reps, reqs.
     Returns: requests in the batch.
     """
-    while reps.run_n[r] > 0 and reps.bat_n[r, s] < p.max_batch_size:
+    while reps.run_n[r] > 0 and reps.bat_n[r, s] < p.planned_batch_size:
         i = run_remove_at_nb(reps, r, 0)
         batch_add_nb(reps, r, s, i, _next_tokens_nb(reqs, i))
     return _admit_reserving_nb(reps, reqs, p, r, s, now_ns)
@@ -217,3 +216,16 @@ def requeue_after_batch_legacy_nb(reps, reqs, r, i, group_id):
     """
     reqs.group[i] = group_id
     return run_append_nb(reps, r, i)
+
+
+# ---- hooks for the loop (kernels/sched.py), shared with LightLLM ----
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def is_decode_legacy_nb(reqs, i):
+    """Whether request i's tokens in the batch just formed count as decode (timing).
+
+    Mutates: nothing.
+    Returns: bool.
+    """
+    return reqs.prefill_done[i] == 1

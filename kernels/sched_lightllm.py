@@ -8,7 +8,8 @@ more token.
 
 from numba import njit
 from vidur_fast.kernels.blocks import alloc_nb
-from vidur_fast.kernels.dtypes import NO_ID, ReqStatus
+from vidur_fast.kernels.codes import ReqStatus
+from vidur_fast.kernels.dtypes import NO_ID
 from vidur_fast.kernels.lifecycle import batch_add_nb, preempt_to_waiting_nb
 from vidur_fast.kernels.queues import run_pop_last_nb, run_remove_at_nb, wq_pop_front_nb
 
@@ -99,11 +100,11 @@ def _prefill_batch_nb(reps, reqs, p, r, s, now_ns):
         nxt = reqs.prompt[i] - reqs.processed[i]
         if n_tok + nxt > p.max_tokens_in_batch:
             break
-        if reps.alloc_reqs[r] >= p.batch_cap:
+        if reps.alloc_reqs[r] >= p.batch_size_cap:
             break
-        if reps.bat_n[r, s] >= p.max_micro_batch:
+        if reps.bat_n[r, s] >= p.batch_size_cap_per_stage:
             break
-        if _peak_need_nb(reps, reqs, r, s, i) >= p.num_blocks:
+        if _peak_need_nb(reps, reqs, r, s, i) >= p.usable_blocks:
             break
         wq_pop_front_nb(reps, reqs, r)
         reqs.status[i] = ReqStatus.RUNNING
@@ -123,7 +124,7 @@ def _decode_batch_nb(reps, reqs, p, r, s, now_ns):
     Mutates: reps, reqs.
     Returns: requests in the batch.
     """
-    while reps.run_n[r] > p.num_blocks - reps.alloc_blocks[r]:
+    while reps.run_n[r] > p.usable_blocks - reps.alloc_blocks[r]:
         victim = run_pop_last_nb(reps, r)
         preempt_to_waiting_nb(reps, reqs, r, victim, now_ns)
     while reps.run_n[r] > 0:

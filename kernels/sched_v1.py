@@ -6,9 +6,8 @@ order, then WAITING requests FCFS only when nothing was preempted this step, sto
 first that does not fit; block 0 is reserved (usable blocks = num_blocks - 1 is applied by the
 planner).
 
-Two block back-ends with the same decisions when nothing is cached: counted blocks
-(prefix caching off: only the free count matters) and the paged pool of prefix_cache.py
-(prefix caching on: block ids, LRU eviction, hits).
+Blocks come from kv.py, which hides whether prefix caching is on (counted blocks without it,
+the paged pool with block ids, LRU eviction and hits with it).
 
 Computed tokens (vLLM's num_computed_tokens) are reqs.processed (applied outputs) plus
 reqs.tok_inflight (scheduled in batches not yet applied). Synchronously the previous batch is
@@ -22,24 +21,27 @@ scheduled again. Preempting a request whose step is in flight marks those tokens
 (reqs.tok_stale): their output is still delivered when the step ends, and the request is skipped
 (not a stop) by the waiting pass until then. vLLM zeroes the placeholders at preemption; here
 they are kept until the stale output drains, so that its ending step knows whether it samples
-(nothing else reads them meanwhile). Outputs are applied by the loop (loop._apply_v1_nb).
+(nothing else reads them meanwhile). Outputs are applied by apply_output_v1_nb (through
+sched.apply_output_nb).
 """
 
 from numba import njit
-from vidur_fast.kernels.blocks import _ceil_div_nb, _kv_touch_nb, alloc_nb, release_nb
-from vidur_fast.kernels.dtypes import NO_ID, ReqStatus
-from vidur_fast.kernels.lifecycle import batch_add_nb
-from vidur_fast.kernels.prefix_cache import (
-    acquire_slot_nb,
-    allocate_new_nb,
-    cache_full_blocks_nb,
-    index_private_blocks_nb,
-    lookup_hit_nb,
-    touch_hit_nb,
+from vidur_fast.kernels.blocks import ceil_div_nb
+from vidur_fast.kernels.codes import ReqStatus
+from vidur_fast.kernels.dtypes import NO_ID
+from vidur_fast.kernels.kv import (
+    admit_blocks_nb,
+    cache_computed_nb,
+    free_blocks_nb,
+    free_preempted_nb,
+    grow_blocks_nb,
+    lookup_cached_nb,
 )
+from vidur_fast.kernels.lifecycle import advance_v1_nb, apply_v1_output_nb, batch_add_nb
 from vidur_fast.kernels.queues import (
     run_append_nb,
     run_pop_last_nb,
+    run_remove_at_nb,
     wq_push_front_nb,
     wq_remove_after_nb,
 )
@@ -64,9 +66,9 @@ def _cap_tokens_nb(reqs, reps, p, r, comp, n, budget, running):
     """
     # NOTE(vllm): long_prefill_token_threshold only applies when more than one request is
     # running or waiting.
-    if p.long_prefill_threshold > 0 and reps.run_n[r] + reps.wq_len[r] > 1:
-        if n > p.long_prefill_threshold:
-            n = p.long_prefill_threshold
+    if p.long_prefill_token_threshold > 0 and reps.run_n[r] + reps.wq_len[r] > 1:
+        if n > p.long_prefill_token_threshold:
+            n = p.long_prefill_token_threshold
     if n > budget:
         n = budget
     # NOTE(vllm): only running requests are capped at max_model_len - 1 - computed.
@@ -78,59 +80,14 @@ def _cap_tokens_nb(reqs, reps, p, r, comp, n, budget, running):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _free_blocks_nb(reps, p, r):
-    """Blocks a request may take on replica r (free ones, cached-but-unreferenced included).
-
-    Mutates: nothing.
-    Returns: int.
-    """
-    if p.prefix_caching:
-        return reps.kv_nfree[r]
-    return p.num_blocks - reps.alloc_blocks[r]
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def _pool_account_nb(reps, r):
-    """Refresh the used-block count and its peak after the pool changed.
-
-    Mutates: reps.alloc_blocks, reps.kv_peak.
-    Returns: nothing.
-    """
-    reps.alloc_blocks[r] = reps.kv_blk.shape[1] - reps.kv_nfree[r]
-    if reps.alloc_blocks[r] > reps.kv_peak[r]:
-        reps.kv_peak[r] = reps.alloc_blocks[r]
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def _grow_running_nb(reps, reqs, p, r, i, comp, need, n, now_ns):
-    """Give running request i (comp computed tokens) the `need` blocks its next n tokens
-    require.
-
-    Mutates: reps (blocks, pool), reqs.blocks / kv_cached.
-    Returns: nothing.
-    """
-    if not p.prefix_caching:
-        alloc_nb(reps, reqs, r, i, need, now_ns)
-        return
-    _kv_touch_nb(reps, r, now_ns)
-    allocate_new_nb(reps, reqs, r, i, need)
-    seq = reqs.prompt[i] + reqs.generated[i]
-    upto = comp + n
-    cache_full_blocks_nb(reps, reqs, p, r, i, upto if upto < seq else seq)
-    _pool_account_nb(reps, r)
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def _preempt_v1_nb(reps, reqs, p, r, i, now_ns):
+def _preempt_v1_nb(reps, kv, reqs, p, r, i, now_ns):
     """Recompute preemption: free all blocks, computed tokens to 0, front of the queue.
 
     NOTE(vllm): Scheduler._preempt_request: tokens of a step in flight become stale output.
-    Mutates: reps, reqs.
+    Mutates: reps, kv, reqs.
     Returns: nothing.
     """
-    if p.prefix_caching:
-        index_private_blocks_nb(reps, reqs, r, i)
-    release_nb(reps, reqs, r, i, now_ns)
+    free_preempted_nb(reps, kv, reqs, p, r, i, now_ns)
     reqs.tok_stale[i] += reqs.tok_inflight[i]
     reqs.tok_inflight[i] = 0
     reqs.processed[i] = 0
@@ -159,11 +116,11 @@ def _scheduled_nb(reps, reqs, p, r, s, i, comp, n):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _admit_nb(reps, reqs, p, r, prev, i, hit_blocks, need, n, now_ns):
+def _admit_nb(reps, kv, reqs, p, r, prev, i, hit_blocks, need, n, now_ns):
     """Move waiting request i (queued after prev; NO_ID = the head) to running with
     hit_blocks cached blocks and `need` new ones.
 
-    Mutates: reps (queues, blocks, pool, cache stats), reqs.
+    Mutates: reps (queues, blocks), kv, reqs.
     Returns: nothing.
     """
     seq = reqs.prompt[i] + reqs.generated[i]
@@ -175,33 +132,20 @@ def _admit_nb(reps, reqs, p, r, prev, i, hit_blocks, need, n, now_ns):
     reqs.status[i] = ReqStatus.RUNNING
     reqs.processed[i] = hit
     run_append_nb(reps, r, i)
-    if not p.prefix_caching:
-        alloc_nb(reps, reqs, r, i, need, now_ns)
-        return
-    _kv_touch_nb(reps, r, now_ns)
-    if not acquire_slot_nb(reps, reqs, r, i):
-        raise ValueError("block-list slots exhausted: more running requests than max_num_seqs")
-    reps.alloc_reqs[r] += 1
-    # NOTE(vllm): allocate_slots touches the hit blocks before popping new ones, so a hit block
-    # that sat in the free queue can never be evicted by its own request's allocation.
-    touch_hit_nb(reps, reqs, r, i, hit_blocks)
-    allocate_new_nb(reps, reqs, r, i, need)
     upto = hit + n
-    cache_full_blocks_nb(reps, reqs, p, r, i, upto if upto < seq else seq)
-    reps.pc_query_tokens[r] += seq
-    reps.pc_hit_tokens[r] += hit
-    _pool_account_nb(reps, r)
+    admit_blocks_nb(
+        reps, kv, reqs, p, r, i, hit_blocks, need, upto if upto < seq else seq, seq, now_ns
+    )
 
 
-# inlined into the loop: a call would pass every state array once per step
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
-def schedule_vllm_v1_nb(reps, reqs, p, r, s, now_ns):
+def schedule_vllm_v1_nb(reps, kv, reqs, p, r, s, now_ns):
     """One vLLM v1 scheduling step on replica r into batch slot s.
 
-    Mutates: reps, reqs.
+    Mutates: reps, kv, reqs.
     Returns: requests in the batch.
     """
-    budget = p.chunk_size
+    budget = p.max_num_batched_tokens
     preempted = False
     n_prefill = 0  # requests of this batch still in their prefill (max_partial_prefills)
     k = 0
@@ -222,24 +166,24 @@ def schedule_vllm_v1_nb(reps, reqs, p, r, s, now_ns):
         if n <= 0:
             k += 1
             continue
-        need = _ceil_div_nb(comp + n, p.block_size) - reqs.blocks[i]
+        need = ceil_div_nb(comp + n, p.block_size) - reqs.blocks[i]
         scheduled = True
         # NOTE(vllm): on allocation failure preempt the last running request (the most recently
         # admitted) and retry; if that is the request itself, the running pass ends.
-        while need > _free_blocks_nb(reps, p, r):
+        while need > free_blocks_nb(reps, kv, p, r):
             victim = run_pop_last_nb(reps, r)
-            _preempt_v1_nb(reps, reqs, p, r, victim, now_ns)
+            _preempt_v1_nb(reps, kv, reqs, p, r, victim, now_ns)
             preempted = True
             if victim == i:
                 scheduled = False
                 break
         if not scheduled:
             break
+        upto = comp + n
         if need > 0:
-            _grow_running_nb(reps, reqs, p, r, i, comp, need, n, now_ns)
-        elif p.prefix_caching:
-            seq_c = comp + n
-            cache_full_blocks_nb(reps, reqs, p, r, i, seq_c if seq_c < seq else seq)
+            grow_blocks_nb(reps, kv, reqs, p, r, i, need, upto if upto < seq else seq, now_ns)
+        else:
+            cache_computed_nb(kv, reqs, p, r, i, upto if upto < seq else seq)
         _scheduled_nb(reps, reqs, p, r, s, i, comp, n)
         budget -= n
         k += 1
@@ -248,8 +192,8 @@ def schedule_vllm_v1_nb(reps, reqs, p, r, s, now_ns):
         return reps.bat_n[r, s]
     prev = NO_ID  # the waiting request before i (NO_ID: i is the head)
     i = reps.wq_head[r]
-    while i != NO_ID and budget > 0 and reps.run_n[r] < p.batch_cap:
-        if p.max_partial_prefills > 0 and n_prefill >= p.max_partial_prefills:
+    while i != NO_ID and budget > 0 and reps.run_n[r] < p.max_num_seqs:
+        if p.max_num_partial_prefills > 0 and n_prefill >= p.max_num_partial_prefills:
             break
         if reqs.tok_stale[i] > 0:
             # NOTE(vllm): a request whose stale output is still in flight is skipped, not a
@@ -258,28 +202,78 @@ def schedule_vllm_v1_nb(reps, reqs, p, r, s, now_ns):
             i = reqs.q_next[i]
             continue
         seq = reqs.prompt[i] + reqs.generated[i]
-        hit_blocks = 0
-        evictable = 0
-        if p.prefix_caching:
-            hit_blocks, evictable = lookup_hit_nb(reps, reqs, p, r, i, seq)
+        hit_blocks, evictable = lookup_cached_nb(kv, reqs, p, r, i, seq)
         hit = hit_blocks * p.block_size
         n = _cap_tokens_nb(reqs, reps, p, r, hit, seq - hit, budget, False)
         if n <= 0:
             break
-        free = _free_blocks_nb(reps, p, r)
+        free = free_blocks_nb(reps, kv, p, r)
         # NOTE(vllm): cached hit blocks nobody references sit in the free queue; taking them
         # costs a free block each (get_num_blocks_to_allocate counts them).
-        if p.reserve_full_seq:
+        if p.reserve_full_sequence:
             # NOTE(vllm): scheduler_reserve_full_isl gate: the whole current sequence must fit
             # now, although only the scheduled chunk is allocated.
-            if _ceil_div_nb(seq, p.block_size) - hit_blocks + evictable > free:
+            if ceil_div_nb(seq, p.block_size) - hit_blocks + evictable > free:
                 break
-        need = _ceil_div_nb(hit + n, p.block_size) - hit_blocks
+        need = ceil_div_nb(hit + n, p.block_size) - hit_blocks
         if need + evictable > free:
             break
-        _admit_nb(reps, reqs, p, r, prev, i, hit_blocks, need, n, now_ns)
+        _admit_nb(reps, kv, reqs, p, r, prev, i, hit_blocks, need, n, now_ns)
         _scheduled_nb(reps, reqs, p, r, s, i, hit, n)
         budget -= n
         n_prefill += 1
         i = reps.wq_head[r] if prev == NO_ID else reqs.q_next[prev]
     return reps.bat_n[r, s]
+
+
+# ---- hooks for the loop (kernels/sched.py) ----
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def is_decode_v1_nb(reqs, i, n):
+    """Whether request i's n tokens in the batch just formed count as decode (timing).
+
+    Mutates: nothing.
+    Returns: bool.
+    """
+    # with async scheduling the sampled token may still be in flight: this step's own
+    # placeholder plus one from the step before
+    return n == 1 and (reqs.prefill_done[i] == 1 or reqs.placeholders[i] > 1)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def kv_before_v1_nb(reqs, i, n):
+    """Tokens of request i computed before its n tokens in the batch just formed: the v1
+    scheduler counts the batch's tokens in flight at once.
+
+    Mutates: nothing.
+    Returns: int.
+    """
+    return reqs.processed[i] + reqs.tok_inflight[i] - n
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def apply_output_v1_nb(kv, reqs, hist, p, r, i, n, now_ns):
+    """Apply request i's n tokens of a finished step.
+
+    Mutates: reqs, hist, kv (async: cached blocks).
+    Returns: True when the request has produced all its output tokens.
+    """
+    if p.async_scheduling:
+        return apply_v1_output_nb(kv, reqs, hist, p, r, i, n, now_ns)
+    reqs.tok_inflight[i] -= n
+    return advance_v1_nb(reqs, hist, i, n, now_ns)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def leave_running_v1_nb(reps, r, i):
+    """A completed request leaves replica r's running list (v1 keeps running requests listed
+    while their steps are in flight).
+
+    Mutates: reps.run, reps.run_n.
+    Returns: nothing.
+    """
+    for j in range(reps.run_n[r]):
+        if reps.run[r, j] == i:
+            run_remove_at_nb(reps, r, j)
+            break

@@ -3,6 +3,7 @@
 from typing import NamedTuple
 
 import numpy as np
+from vidur_fast.kernels.codes import SchedPolicy
 
 
 class Reqs(NamedTuple):
@@ -20,7 +21,7 @@ class Reqs(NamedTuple):
     status: np.ndarray  # int8, ReqStatus
     replica: np.ndarray  # int32
     prefill_done: np.ndarray  # uint8
-    blocks: np.ndarray  # int64, KV blocks held (counted allocators)
+    blocks: np.ndarray  # int64, KV blocks held (either allocator)
     q_next: np.ndarray  # int64, waiting-queue link (NO_ID = end)
     group: np.ndarray  # int64, batch group (faster_transformer)
     sched_ns: np.ndarray  # int64, first scheduled (NEVER = not yet)
@@ -38,11 +39,10 @@ class Reqs(NamedTuple):
     cached_tokens: np.ndarray  # int64, prefix-cache hit at first admission
     rejected: np.ndarray  # uint8, could never run (reason code)
     hashes: np.ndarray  # int64[m], chained prefix-block hashes (hash_off indexes into it)
-    kv_slot: np.ndarray  # int64, block-list slot in the replica's pool (NO_ID = holds none)
-    kv_cached: np.ndarray  # int64, leading blocks of the request registered in the cache
     tok_inflight: np.ndarray  # int64, v1: tokens scheduled in batches whose outputs are not applied
     placeholders: np.ndarray  # int64, v1 async: sampled tokens in flight (output placeholders)
     tok_stale: np.ndarray  # int64, v1 async: in-flight tokens scheduled before a preemption
+    u_route: np.ndarray  # float64, pre-drawn uniform in [0, 1) for the random router
 
 
 class Reps(NamedTuple):
@@ -74,25 +74,46 @@ class Reps(NamedTuple):
     kv_area: np.ndarray  # float64[R], integral of allocated blocks over time (block*ns)
     kv_last_ns: np.ndarray  # int64[R], time of the last kv_area update
     kv_peak: np.ndarray  # int64[R]
-    # paged block pool with prefix caching (kernels/prefix_cache.py); (R, 1) when unused
-    kv_blk: np.ndarray  # int32[R, U, 4]: ref count, dup link, free-list prev / next
-    kv_hash: np.ndarray  # int64[R, U]
-    kv_fhead: np.ndarray  # int64[R]
-    kv_ftail: np.ndarray  # int64[R]
-    kv_nfree: np.ndarray  # int64[R]
+
+
+class KvPool(NamedTuple):
+    """Paged KV block pool with prefix caching, per replica (kernels/kv.py and the modules
+    behind it). Without prefix caching the per-block, per-slot and per-request arrays are
+    empty (nothing reads them); the per-replica counters are always there.
+    """
+
+    # block pool and free-block queue (kernels/block_pool.py)
+    blk: np.ndarray  # int32[R, U, 4]: ref count, dup link, free-list prev / next
+    hash: np.ndarray  # int64[R, U], the block's chained hash (NO_HASH: not cached)
+    fhead: np.ndarray  # int64[R], next block to evict (LRU)
+    ftail: np.ndarray  # int64[R]
+    nfree: np.ndarray  # int64[R]
+    # hash -> block map and the memo of the last lookup (kernels/hash_map.py)
     ht: np.ndarray  # int64[R, H, 2]: (hash, block) cells, H a power of two
-    kv_list: np.ndarray  # int32[R, S, M], block ids per slot
-    kv_slot_stack: np.ndarray  # int64[R, S]
-    kv_slot_top: np.ndarray  # int64[R]
-    kv_mark: np.ndarray  # int64[R, U], memo stamp of the blocks in the memoised hit
+    mark: np.ndarray  # int64[R, U], memo stamp of the blocks in the memoised hit
     memo_req: np.ndarray  # int64[R], request whose hit is memoised (NO_ID = none)
     memo_hit: np.ndarray  # int64[R]
     memo_evictable: np.ndarray  # int64[R]
     memo_next_hash: np.ndarray  # int64[R], chain hash right after the hit (NO_HASH = none)
     memo_stamp: np.ndarray  # int64[R]
-    pc_query_tokens: np.ndarray  # int64[R], prompt tokens looked up at admission
-    pc_hit_tokens: np.ndarray  # int64[R], tokens found cached at admission
-    pc_evictions: np.ndarray  # int64[R], cached blocks reused for other tokens
+    # per-request block lists (kernels/req_blocks.py)
+    lists: np.ndarray  # int32[R, S, M], block ids per list slot, in token order
+    slot_stack: np.ndarray  # int64[R, S], free list slots
+    slot_top: np.ndarray  # int64[R]
+    req_slot: np.ndarray  # int64[n], list slot of request i (NO_ID = holds no blocks)
+    req_cached: np.ndarray  # int64[n], leading blocks of request i registered in the cache
+    # counters (always R long)
+    query_tokens: np.ndarray  # int64[R], prompt tokens looked up at admission
+    hit_tokens: np.ndarray  # int64[R], tokens found cached at admission
+    evictions: np.ndarray  # int64[R], cached blocks reused for other tokens
+
+
+class RunState(NamedTuple):
+    """Small per-run arrays carried across run_nb resumptions."""
+
+    loop: np.ndarray  # int64[codes.N_LS], loop cursor (codes.LS_*)
+    router: np.ndarray  # int64, router state (codes.RSTATE_*)
+    tbt_hist: np.ndarray  # int64[B], TBT log-bucket histogram (lifecycle.HIST_*)
 
 
 class BatchLog(NamedTuple):
@@ -114,24 +135,38 @@ class BatchLog(NamedTuple):
 
 
 class SchedParams(NamedTuple):
-    policy: int
-    router: int
-    n_replicas: int
-    pp: int
-    block_size: int
-    num_blocks: int
-    watermark_blocks: int
-    batch_cap: int  # Vidur batch_size_cap / vLLM max_num_seqs
-    max_micro_batch: int  # requests per micro-batch
-    chunk_size: int  # Sarathi chunk / vLLM v1 token budget
-    max_tokens_in_batch: int  # vLLM v0 / LightLLM
-    max_blocks_per_seq: int  # Orca / FasterTransformer worst-case reservation
-    max_batch_size: int  # Orca / FasterTransformer
+    """Scheduler and router parameters. A field named as a config field holds that field's
+    value; a derived value says what it is derived from. Fields a policy does not read are 0.
+    """
+
+    policy: int  # codes.SchedPolicy
+    router: int  # codes.RouterPolicy
+    num_replicas: int  # cluster.num_replicas
+    pp: int  # cluster.pp
+    block_size: int  # KV block size in tokens (LightLLM: 1, KV is accounted per token)
+    usable_blocks: int  # KV blocks per replica requests may hold (vllm_v1: num_blocks - 1)
+    watermark_blocks: int  # derived: watermark_blocks_fraction * blocks (vllm v0, Sarathi)
+    batch_size_cap: int  # Vidur schedulers and LightLLM: requests holding blocks
+    batch_size_cap_per_stage: int  # derived: batch_size_cap // pp, requests per micro-batch
+    planned_batch_size: int  # derived: the memory planner's request slots, at most
+    # batch_size_cap (Orca, FasterTransformer)
+    chunk_size: int  # Sarathi: tokens per batch
+    max_tokens_in_batch: int  # vllm v0, LightLLM
+    max_blocks_per_seq: int  # derived: max_tokens // block_size, reserved per request (Orca,
+    # FasterTransformer)
     max_waiting_iters: int  # LightLLM
-    long_prefill_threshold: int  # vLLM v1, 0 = off
-    max_model_len: int  # vLLM v1 cap on tokens per request
-    reserve_full_seq: int  # vLLM v1 full-sequence admission gate
-    max_partial_prefills: int = 0  # vLLM v1: requests in prefill per step (0 = no cap)
-    prefix_caching: int = 0  # vLLM v1: paged block pool with prefix caching
-    router_imbalance: int = 0  # prefix_aware: max pending-prefill tokens above the least loaded
-    async_scheduling: int = 0  # vLLM v1: form step N+1 before step N's outputs are applied
+    max_num_seqs: int  # vllm_v1: running requests
+    max_num_batched_tokens: int  # vllm_v1: token budget of a step
+    long_prefill_token_threshold: int  # vllm_v1, 0 = off
+    max_model_len: int  # vllm_v1 cap on tokens per request (config value or the model's)
+    reserve_full_sequence: int  # vllm_v1 full-sequence admission gate
+    max_num_partial_prefills: int = 0  # vllm_v1: requests in prefill per step (0 = no cap)
+    enable_prefix_caching: int = 0  # vllm_v1: paged block pool with prefix caching
+    max_imbalance_tokens: int = 0  # prefix_aware router: pending-prefill tokens above the
+    # least loaded
+    async_scheduling: int = 0  # vllm_v1: form step N+1 before step N's outputs are applied
+
+
+def max_running(p: SchedParams) -> int:
+    """Requests a replica may run at once (sizes the running list and the batch slots)."""
+    return p.max_num_seqs if p.policy == SchedPolicy.VLLM_V1 else p.batch_size_cap

@@ -4,17 +4,13 @@ from typing import NamedTuple
 
 import numpy as np
 from numba import njit
-
-# counters[] slots: lookups clamped at a grid edge, per family
-CLAMP_TOKENS = 0
-CLAMP_DECODE_BATCH = 1
-CLAMP_DECODE_KV = 2
-CLAMP_PREFILL_KV = 3
-CLAMP_PREFILL_CHUNK = 4
-N_COUNTERS = 5
-
-KV_RULE_PER_REQUEST = 0  # Vidur main: kv = sum(ceil_g(k_i))
-KV_RULE_SUM = 1  # Vidur canary: kv = ceil_g(sum(k_i))
+from vidur_fast.kernels.codes import (
+    CLAMP_DECODE_BATCH,
+    CLAMP_DECODE_KV,
+    CLAMP_PREFILL_CHUNK,
+    CLAMP_PREFILL_KV,
+    CLAMP_TOKENS,
+)
 
 
 class TimingGrids(NamedTuple):
@@ -27,7 +23,7 @@ class TimingGrids(NamedTuple):
     sendrecv_ms[n]:   one PP activation transfer of n rows (zeros if PP 1)
     decode_ms[b, j]:  decode attention, batch b (1..B), mean kv length j*g
     prefill_ms[j, c]: prefill attention, cached kv j*g, equivalent chunk c*gc
-    counters:         int64[N_COUNTERS], incremented on every clamped lookup (mutated)
+    counters:         int64[codes.N_COUNTERS], incremented on every clamped lookup (mutated)
     """
 
     tok_ms: np.ndarray
@@ -46,7 +42,7 @@ class TimingParams(NamedTuple):
     decode_overhead: float  # batching overhead fraction (0 unless GQA)
     prefill_overhead: float
     cpu_overhead_ms: float  # fixed per-stage host overhead
-    kv_rule: int
+    kv_rule: int  # codes.KV_RULE_*
     tp: int
     pp: int
     cpu_overhead_per_seq_ms: float = 0.0  # host overhead per request in the batch, per stage

@@ -13,14 +13,14 @@ from vidur_fast.config.workload import ClosedLoopWorkload
 from vidur_fast.engine.run import run_engine
 from vidur_fast.engine.state import without_pool
 from vidur_fast.errors import ConfigError
-from vidur_fast.kernels.dtypes import NS_PER_S
-from vidur_fast.kernels.timing import (
+from vidur_fast.kernels.codes import (
     CLAMP_DECODE_BATCH,
     CLAMP_DECODE_KV,
     CLAMP_PREFILL_CHUNK,
     CLAMP_PREFILL_KV,
     CLAMP_TOKENS,
 )
+from vidur_fast.kernels.dtypes import NS_PER_S
 from vidur_fast.metrics.closed_loop import (
     closed_loop_arrivals,
     closed_loop_metrics,
@@ -90,12 +90,14 @@ def simulate(
     closed_plan = None
     need_hashes = False
     if isinstance(cfg.workload, ClosedLoopWorkload):
-        wl, closed_plan = build_closed_loop(cfg.workload, cfg.seed, block_size=setup.block_size)
+        wl, closed_plan = build_closed_loop(
+            cfg.workload, cfg.seed, block_size=setup.profile_block_size
+        )
         need_hashes = _needs_hashes(cfg) and wl.has_hashes  # a prompt pool (prefix reuse)
     else:
         need_hashes = _needs_hashes(cfg)
         wl = build_workload(
-            cfg.workload, cfg.seed, block_size=setup.block_size, need_hashes=need_hashes
+            cfg.workload, cfg.seed, block_size=setup.profile_block_size, need_hashes=need_hashes
         )
     _check_workload_for_router(cfg, wl)
     rejected = rejection_codes(wl.prompt_tokens, wl.decode_tokens, setup)
@@ -104,7 +106,7 @@ def simulate(
     phases["workload_s"] = time.perf_counter() - t
     t = time.perf_counter()
     timing_key = (model, device, node, cfg.cluster.tp, cfg.cluster.pp, cfg.predictor)
-    timing_key += (setup.block_size,)
+    timing_key += (setup.profile_block_size,)
     timing = timing_cache.get(timing_key) if timing_cache is not None else None
     if timing is None:
         timing = build_timing(
@@ -114,7 +116,7 @@ def simulate(
             cfg.cluster.tp,
             cfg.cluster.pp,
             cfg.predictor,
-            block_size=setup.block_size,
+            block_size=setup.profile_block_size,
             progress=progress,
         )
         if timing_cache is not None:
@@ -144,7 +146,7 @@ def simulate(
     phases["loop_s"] = out.loop_s
     phases["loop_cpu_s"] = out.loop_cpu_s
     t = time.perf_counter()
-    out.reps = without_pool(out.reps)
+    out.kv = without_pool(out.kv)
     arrival_s = wl.arrival_s if closed_plan is None else closed_loop_arrivals(out.reqs)
     req = request_metrics(out.reqs, arrival_s)
     if closed_plan is not None:
@@ -168,7 +170,7 @@ def simulate(
         clamped,
         out.status,
     )
-    summary["num_blocks_per_replica"] = int(setup.params.num_blocks)
+    summary["num_blocks_per_replica"] = int(setup.params.usable_blocks)
     summary["rejected_by_reason"] = rejection_report(rejected, setup, cfg)
     summary["run"] = run_header(cfg, model, device, wl)
     if closed_plan is not None:

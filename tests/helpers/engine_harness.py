@@ -1,9 +1,9 @@
 """Run the kernel loop directly on hand-made requests and a linear step-time grid."""
 
 import numpy as np
-from vidur_fast.kernels.dtypes import RouterPolicy, SchedPolicy
+from vidur_fast.kernels.codes import N_COUNTERS, RouterPolicy, SchedPolicy
 from vidur_fast.kernels.state import SchedParams
-from vidur_fast.kernels.timing import N_COUNTERS, TimingGrids, TimingParams
+from vidur_fast.kernels.timing import TimingGrids, TimingParams
 
 from vidur_fast.engine.run import run_engine
 
@@ -51,24 +51,28 @@ def params(
     reserve_full=1,
     max_waiting_iters=10,
 ):
+    """SchedParams for any policy: batch_cap is both batch_size_cap and max_num_seqs, chunk both
+    chunk_size and max_num_batched_tokens, num_blocks the usable blocks."""
     return SchedParams(
         policy=int(policy),
         router=int(router),
-        n_replicas=n_replicas,
+        num_replicas=n_replicas,
         pp=pp,
         block_size=block_size,
-        num_blocks=num_blocks,
+        usable_blocks=num_blocks,
         watermark_blocks=watermark,
-        batch_cap=batch_cap,
-        max_micro_batch=batch_cap // pp,
+        batch_size_cap=batch_cap,
+        batch_size_cap_per_stage=batch_cap // pp,
+        planned_batch_size=batch_cap,
         chunk_size=chunk,
         max_tokens_in_batch=max_tokens_in_batch,
         max_blocks_per_seq=max_blocks_per_seq,
-        max_batch_size=batch_cap,
         max_waiting_iters=max_waiting_iters,
-        long_prefill_threshold=long_prefill,
+        max_num_seqs=batch_cap,
+        max_num_batched_tokens=chunk,
+        long_prefill_token_threshold=long_prefill,
         max_model_len=max_model_len,
-        reserve_full_seq=reserve_full,
+        reserve_full_sequence=reserve_full,
     )
 
 
@@ -101,20 +105,25 @@ ALL_POLICIES = (
 
 
 def sched_params(**kw) -> SchedParams:
-    """SchedParams with every optional feature off unless kw sets it (the differential tests
-    build theirs here)."""
+    """SchedParams with every cap and feature the policy does not read at 0, unless kw sets it
+    (the differential tests build theirs here; field names as in the config)."""
     defaults = dict(
         watermark_blocks=0,
+        batch_size_cap=0,
+        batch_size_cap_per_stage=0,
+        planned_batch_size=0,
+        chunk_size=0,
         max_tokens_in_batch=0,
         max_blocks_per_seq=0,
-        max_batch_size=0,
         max_waiting_iters=0,
-        long_prefill_threshold=0,
+        max_num_seqs=0,
+        max_num_batched_tokens=0,
+        long_prefill_token_threshold=0,
         max_model_len=0,
-        reserve_full_seq=0,
-        max_partial_prefills=0,
-        prefix_caching=0,
-        router_imbalance=0,
+        reserve_full_sequence=0,
+        max_num_partial_prefills=0,
+        enable_prefix_caching=0,
+        max_imbalance_tokens=0,
         async_scheduling=0,
     )
     defaults.update(kw)

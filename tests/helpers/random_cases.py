@@ -2,14 +2,14 @@
 grids where every operator family changes the stage time."""
 
 import numpy as np
-from vidur_fast.kernels.dtypes import RouterPolicy, SchedPolicy
-from vidur_fast.kernels.timing import (
+from vidur_fast.kernels.codes import (
     KV_RULE_PER_REQUEST,
     KV_RULE_SUM,
     N_COUNTERS,
-    TimingGrids,
-    TimingParams,
+    RouterPolicy,
+    SchedPolicy,
 )
+from vidur_fast.kernels.timing import TimingGrids, TimingParams
 
 from tests.helpers.engine_harness import sched_params
 
@@ -85,25 +85,27 @@ def random_case(policy: SchedPolicy, seed: int):
     num_blocks = need + int(rng.integers(0, 4 if tight else 4 * need))
     watermark = int(rng.integers(0, 3)) if policy in (SchedPolicy.SARATHI, SchedPolicy.VLLM) else 0
     num_blocks += watermark
+    chunk = int(rng.choice([8, 32, 64, 256]))
     sp = sched_params(
         policy=int(policy),
         router=int(rng.choice(ROUTERS)),
-        n_replicas=int(rng.integers(1, 4)),
+        num_replicas=int(rng.integers(1, 4)),
         pp=pp,
         block_size=block_size,
-        num_blocks=num_blocks,
+        usable_blocks=num_blocks,
         watermark_blocks=watermark,
-        batch_cap=batch_cap,
-        max_micro_batch=batch_cap // pp,
-        chunk_size=int(rng.choice([8, 32, 64, 256])),
+        batch_size_cap=batch_cap,
+        batch_size_cap_per_stage=batch_cap // pp,
+        planned_batch_size=batch_cap,
+        chunk_size=chunk,
         # restarts grow prompts up to the whole sequence, which must still fit a prefill batch
         max_tokens_in_batch=int(total.max()) * int(rng.integers(1, 4)),
         max_blocks_per_seq=max_blocks_per_seq,
-        max_batch_size=batch_cap,
         max_waiting_iters=int(rng.integers(0, 5)),
-        long_prefill_threshold=int(rng.choice([0, 0, 16, 48])),
-        max_model_len=0,
-        reserve_full_seq=int(rng.integers(0, 2)),
+        max_num_seqs=batch_cap,
+        max_num_batched_tokens=chunk,
+        long_prefill_token_threshold=int(rng.choice([0, 0, 16, 48])),
+        reserve_full_sequence=int(rng.integers(0, 2)),
     )
     kv_rule = KV_RULE_PER_REQUEST if rng.random() < 0.5 else KV_RULE_SUM
     tp = TimingParams(G, GC, 2 // pp, 0.1, 0.1, 0.0, kv_rule, 1, pp)

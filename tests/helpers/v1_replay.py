@@ -22,13 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from vidur_fast.kernels.dtypes import NS_PER_S, ReqStatus, RouterPolicy, SchedPolicy
+from vidur_fast.kernels.codes import ReqStatus, RouterPolicy, SchedPolicy
+from vidur_fast.kernels.dtypes import NS_PER_S
 from vidur_fast.kernels.loop import _finish_batch_nb
 from vidur_fast.kernels.queues import wq_push_back_nb
 from vidur_fast.kernels.sched_v1 import schedule_vllm_v1_nb
 from vidur_fast.kernels.state import SchedParams
 
-from vidur_fast.engine.state import alloc_hist, alloc_reps, alloc_reqs
+from vidur_fast.engine.state import alloc_hist, alloc_kv, alloc_reps, alloc_reqs
 from vidur_fast.workload.closed_loop import closed_loop_state
 
 VOCAB_LO, VOCAB_HI = 100, 32000
@@ -125,22 +126,24 @@ def replay_case(case_dir: Path) -> ReplayResult:
     p = SchedParams(
         policy=int(SchedPolicy.VLLM_V1),
         router=int(RouterPolicy.ROUND_ROBIN),
-        n_replicas=1,
+        num_replicas=1,
         pp=1,
         block_size=bs,
-        num_blocks=usable,
+        usable_blocks=usable,
         watermark_blocks=0,
-        batch_cap=batch_cap,
-        max_micro_batch=batch_cap,
-        chunk_size=int(cfg["max_num_batched_tokens"]),
+        batch_size_cap=0,
+        batch_size_cap_per_stage=0,
+        planned_batch_size=0,
+        chunk_size=0,
         max_tokens_in_batch=0,
         max_blocks_per_seq=0,
-        max_batch_size=batch_cap,
         max_waiting_iters=0,
-        long_prefill_threshold=int(cfg["long_prefill_token_threshold"]),
+        max_num_seqs=batch_cap,
+        max_num_batched_tokens=int(cfg["max_num_batched_tokens"]),
+        long_prefill_token_threshold=int(cfg["long_prefill_token_threshold"]),
         max_model_len=max_len,
-        reserve_full_seq=int(bool(cfg["scheduler_reserve_full_isl"])),
-        prefix_caching=int(apc),
+        reserve_full_sequence=int(bool(cfg["scheduler_reserve_full_isl"])),
+        enable_prefix_caching=int(apc),
         async_scheduling=int(async_mode),
     )
     # hash lists cover prompt + output (the outputs are known in advance)
@@ -156,7 +159,8 @@ def replay_case(case_dir: Path) -> ReplayResult:
     decode = np.array([s.max_tokens for s in specs], dtype=np.int64)
     reqs = alloc_reqs(np.zeros(n, np.int64), prompt, decode, np.full(n, -1), hash_off, flat)
     slots = 2 if async_mode else 1
-    reps = alloc_reps(1, 1, batch_cap, usable if apc else 0, -(-max_len // bs) + 1, slots)
+    reps = alloc_reps(1, 1, batch_cap, slots)
+    kv = alloc_kv(1, n, batch_cap, usable if apc else 0, -(-max_len // bs) + 1)
     cl = closed_loop_state(None, n)  # open loop: arrivals are fed by this driver
     hist = alloc_hist()
 
@@ -178,7 +182,7 @@ def replay_case(case_dir: Path) -> ReplayResult:
         if nb == 0:
             return
         was_done = reqs.status == ReqStatus.FINISHED
-        done += _finish_batch_nb(reps, reqs, hist, cl, p, 0, slot, int(round(clock * NS_PER_S)))
+        done += _finish_batch_nb(reps, kv, reqs, hist, cl, p, 0, slot, int(round(clock * NS_PER_S)))
         for i in np.flatnonzero((reqs.status == ReqStatus.FINISHED) & ~was_done):
             flush = True
             for dep in dependents.get(specs[i].rid, []):
@@ -203,7 +207,7 @@ def replay_case(case_dir: Path) -> ReplayResult:
         before = reqs.status.copy()
         now_ns = int(round(clock * NS_PER_S))
         slot = ({0, 1} - {q[0] for q in queue}).pop() if async_mode else 0
-        nb = schedule_vllm_v1_nb(reps, reqs, p, 0, slot, now_ns)
+        nb = schedule_vllm_v1_nb(reps, kv, reqs, p, 0, slot, now_ns)
         ntok = 0
         for pos in range(nb):
             i = int(reps.bat_req[0, slot, pos])
@@ -229,6 +233,6 @@ def replay_case(case_dir: Path) -> ReplayResult:
         rows,
         {s.rid: int(reqs.cached_tokens[k]) for k, s in enumerate(specs)},
         {s.rid: int(reqs.restarts[k]) for k, s in enumerate(specs)},
-        int(reps.pc_evictions[0]),
-        int(reps.pc_hit_tokens[0]),
+        int(kv.evictions[0]),
+        int(kv.hit_tokens[0]),
     )

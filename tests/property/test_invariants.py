@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from vidur_fast.kernels.dtypes import NEVER, ReqStatus, RouterPolicy, SchedPolicy
+from vidur_fast.kernels.codes import ReqStatus, RouterPolicy, RunStatus, SchedPolicy
+from vidur_fast.kernels.dtypes import NEVER
 from vidur_fast.kernels.state import SchedParams
 from vidur_fast.kernels.timing import TimingParams
 
@@ -80,24 +81,26 @@ def clusters(draw, policy: int):
     p = SchedParams(
         policy=int(policy),
         router=int(draw(st.sampled_from(ROUTERS))),
-        n_replicas=draw(st.integers(1, 3)),
+        num_replicas=draw(st.integers(1, 3)),
         pp=pp,
         block_size=block,
-        num_blocks=blocks,
+        usable_blocks=blocks,
         watermark_blocks=int(wm_frac * blocks)
         if policy in (SchedPolicy.SARATHI, SchedPolicy.VLLM)
         else 0,
-        batch_cap=batch_cap,
-        max_micro_batch=batch_cap // pp,
+        batch_size_cap=batch_cap,
+        batch_size_cap_per_stage=batch_cap // pp,
+        planned_batch_size=batch_cap,
         chunk_size=chunk,
         max_tokens_in_batch=draw(st.integers(1, 600)),
         max_blocks_per_seq=max_tokens // block,
-        max_batch_size=batch_cap,
         max_waiting_iters=draw(st.integers(1, 5)) if lightllm else 0,
-        long_prefill_threshold=draw(st.sampled_from((0, 0, 7, 50))) if v1 else 0,
+        max_num_seqs=batch_cap,
+        max_num_batched_tokens=chunk,
+        long_prefill_token_threshold=draw(st.sampled_from((0, 0, 7, 50))) if v1 else 0,
         max_model_len=max_model_len,
-        reserve_full_seq=draw(st.integers(0, 1)) if v1 else 0,
-        prefix_caching=draw(st.integers(0, 1)) if v1 else 0,
+        reserve_full_sequence=draw(st.integers(0, 1)) if v1 else 0,
+        enable_prefix_caching=draw(st.integers(0, 1)) if v1 else 0,
         async_scheduling=draw(st.integers(0, 1)) if v1 else 0,
     )
     if v1:
@@ -146,10 +149,10 @@ def check_invariants(p, out, rejected, prompt, decode) -> None:
     assert (r.replica[~live] == -1).all() and (r.done_ns[~live] == NEVER).all()
     assert (r.status[live] == ReqStatus.FINISHED).all()
     assert (r.done_ns[live] != NEVER).all()
-    assert int(np.bincount(r.replica[live], minlength=p.n_replicas).sum()) == int(live.sum())
+    assert int(np.bincount(r.replica[live], minlength=p.num_replicas).sum()) == int(live.sum())
     # KV capacity and leaks
-    assert (b["alloc_blocks"].to_numpy() <= p.num_blocks).all()
-    assert (reps.kv_peak <= p.num_blocks).all()
+    assert (b["alloc_blocks"].to_numpy() <= p.usable_blocks).all()
+    assert (reps.kv_peak <= p.usable_blocks).all()
     assert (reps.alloc_blocks == 0).all(), "KV blocks leaked"
     assert (reps.alloc_reqs == 0).all()
     assert (r.blocks == 0).all()
@@ -204,7 +207,7 @@ def test_vllm_v0_rejects_prompts_longer_than_a_prefill_batch():
     from tests.helpers.engine_harness import params
 
     p = params(SchedPolicy.VLLM, max_tokens_in_batch=100)
-    setup = EngineSetup(p, MemoryPlan(0, 0, 0, p.num_blocks, 0, 0), 16, 0)
+    setup = EngineSetup(p, MemoryPlan(0, 0, 0, p.usable_blocks, 0, 0), 16, 0)
     prompt, decode = np.array([100, 101]), np.array([5, 5])
     assert rejection_codes(prompt, decode, setup).tolist() == [0, 3]
     out, rejected = _run(p, setup, (np.zeros(2), prompt, decode, np.zeros(2)))
@@ -221,7 +224,7 @@ def _fixed_v1(num_blocks):
 def test_a_livelocked_engine_raises_instead_of_hanging(monkeypatch):
     import vidur_fast.engine.run as engine_run
 
-    monkeypatch.setattr(engine_run.loop, "run_nb", lambda *a: engine_run.loop.MAX_STEPS)
+    monkeypatch.setattr(engine_run.loop, "run_nb", lambda *a: RunStatus.MAX_STEPS)
     p, setup, _ = _fixed_v1(num_blocks=10)
     with pytest.raises(RuntimeError, match="no progress"):
         _run(p, setup, (np.zeros(1), np.array([5]), np.array([2]), np.zeros(1)))

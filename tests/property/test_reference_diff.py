@@ -6,13 +6,16 @@ prefixes."""
 
 import numpy as np
 import pytest
-from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_S, RouterPolicy, SchedPolicy
-from vidur_fast.kernels.prefix_cache import _NEXT, _REF
-from vidur_fast.kernels.timing import (
+from vidur_fast.kernels.codes import (
+    BLK_NEXT,
+    BLK_REF,
     KV_RULE_PER_REQUEST,
     KV_RULE_SUM,
-    TimingParams,
+    RouterPolicy,
+    SchedPolicy,
 )
+from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_S
+from vidur_fast.kernels.timing import TimingParams
 
 from tests.helpers.engine_harness import sched_params
 from tests.helpers.random_cases import (
@@ -104,23 +107,23 @@ def random_v1_case(prefix_caching: bool, async_scheduling: bool, seed: int):
     need = int(np.max(-(-total // block_size)))
     tight = rng.random() < 0.4
     batch_cap = int(rng.choice([2, 3, 4, 8, 16]))
+    chunk = int(rng.choice([8, 32, 64, 256]))
     sp = sched_params(
         policy=int(SchedPolicy.VLLM_V1),
         # the cache-aware routers drawn more often: the other routers ignore the cache
         router=int(rng.choice(ROUTERS + (RouterPolicy.STICKY, RouterPolicy.PREFIX_AWARE) * 2)),
-        n_replicas=int(rng.integers(1, 4)),
+        num_replicas=int(rng.integers(1, 4)),
         pp=1,
         block_size=block_size,
-        num_blocks=need + int(rng.integers(0, 4 if tight else 3 * need)),
-        batch_cap=batch_cap,
-        max_micro_batch=batch_cap,
-        chunk_size=int(rng.choice([8, 32, 64, 256])),
-        long_prefill_threshold=int(rng.choice([0, 0, 16, 48])),
-        reserve_full_seq=int(rng.integers(0, 2)),
-        max_partial_prefills=int(rng.choice([0, 0, 1, 2])),
+        usable_blocks=need + int(rng.integers(0, 4 if tight else 3 * need)),
+        max_num_seqs=batch_cap,
+        max_num_batched_tokens=chunk,
+        long_prefill_token_threshold=int(rng.choice([0, 0, 16, 48])),
+        reserve_full_sequence=int(rng.integers(0, 2)),
+        max_num_partial_prefills=int(rng.choice([0, 0, 1, 2])),
         max_model_len=int(total.max()) + int(rng.integers(0, 3)) if rng.random() < 0.3 else 0,
-        prefix_caching=int(prefix_caching),
-        router_imbalance=int(rng.choice([0, 40, 10_000])),
+        enable_prefix_caching=int(prefix_caching),
+        max_imbalance_tokens=int(rng.choice([0, 40, 10_000])),
         async_scheduling=int(async_scheduling),
     )
     if whole_ms:
@@ -219,30 +222,30 @@ def assert_same(out, ref, sp):
         np.testing.assert_array_equal(b[col].to_numpy(), want, err_msg=f"batch {col} ({sp})")
     np.testing.assert_array_equal(out.reps.preemptions, ref.preemptions)
     np.testing.assert_array_equal(out.reps.busy_ns, ref.busy_ns, err_msg=f"busy_ns ({sp})")
-    if sp.prefix_caching:
-        assert_same_pools(out.reps, ref.pools, sp)
+    if sp.enable_prefix_caching:
+        assert_same_pools(out.kv, ref.pools, sp)
 
 
-def engine_pool(reps, r):
+def engine_pool(kv, r):
     """Replica r's pool at the end of a run: the free queue from its head, each block's hash
     (NO_HASH: not cached) and reference count."""
     order = []
-    b = reps.kv_fhead[r]
+    b = kv.fhead[r]
     while b != NO_ID:
         order.append(int(b))
-        b = reps.kv_blk[r, b, _NEXT]
-    return order, reps.kv_hash[r].tolist(), reps.kv_blk[r, :, _REF].tolist()
+        b = kv.blk[r, b, BLK_NEXT]
+    return order, kv.hash[r].tolist(), kv.blk[r, :, BLK_REF].tolist()
 
 
-def assert_same_pools(reps, pools, sp):
+def assert_same_pools(kv, pools, sp):
     for name, want in (
-        ("pc_query_tokens", [x.query_tokens for x in pools]),
-        ("pc_hit_tokens", [x.hit_tokens for x in pools]),
-        ("pc_evictions", [x.evictions for x in pools]),
+        ("query_tokens", [x.query_tokens for x in pools]),
+        ("hit_tokens", [x.hit_tokens for x in pools]),
+        ("evictions", [x.evictions for x in pools]),
     ):
-        np.testing.assert_array_equal(getattr(reps, name), want, err_msg=f"{name} ({sp})")
+        np.testing.assert_array_equal(getattr(kv, name), want, err_msg=f"{name} ({sp})")
     for r, pool in enumerate(pools):
-        order, hashes, refs = engine_pool(reps, r)
+        order, hashes, refs = engine_pool(kv, r)
         assert order == pool.free_order(), f"replica {r}: free queue order ({sp})"
         assert hashes == pool.block_hashes(), f"replica {r}: cached block hashes ({sp})"
         assert refs == pool.ref_counts(), f"replica {r}: reference counts ({sp})"
@@ -299,13 +302,13 @@ def test_v1_session_cases_cover_the_cache():
         for config in V1_CONFIGS:
             case, sp, grids, tp = random_v1_case(*config, seed)
             out, _, _ = run_case(case, sp, grids, tp)
-            if sp.n_replicas > 1:
+            if sp.num_replicas > 1:
                 routers.add(sp.router)
             restarts += int(out.reqs.restarts.sum())
-            if sp.prefix_caching:
-                hits += int(out.reps.pc_hit_tokens.sum())
-                evictions += int(out.reps.pc_evictions.sum())
+            if sp.enable_prefix_caching:
+                hits += int(out.kv.hit_tokens.sum())
+                evictions += int(out.kv.evictions.sum())
                 # hits of re-admissions after a preemption (cached_tokens: first admission)
-                readmit_hits += int(out.reps.pc_hit_tokens.sum() - out.reqs.cached_tokens.sum())
+                readmit_hits += int(out.kv.hit_tokens.sum() - out.reqs.cached_tokens.sum())
     assert hits > 0 and evictions > 0 and restarts > 0 and readmit_hits > 0
     assert routers == set(int(r) for r in RouterPolicy)

@@ -6,7 +6,7 @@ the kernels are compared with is itself checked against vLLM."""
 from pathlib import Path
 
 import pytest
-from vidur_fast.kernels.dtypes import RouterPolicy, SchedPolicy
+from vidur_fast.kernels.codes import RouterPolicy, SchedPolicy
 
 from tests.helpers.engine_harness import sched_params
 from tests.helpers.v1_replay import _output_token, chained_block_hashes, load_case_workload
@@ -24,18 +24,16 @@ def _params(cfg: dict):
     return sched_params(
         policy=int(SchedPolicy.VLLM_V1),
         router=int(RouterPolicy.ROUND_ROBIN),
-        n_replicas=1,
+        num_replicas=1,
         pp=1,
         block_size=int(cfg["block_size"]),
-        num_blocks=int(cfg["num_gpu_blocks"]) - 1,  # vLLM's null block is never handed out
-        batch_cap=batch_cap,
-        max_micro_batch=batch_cap,
-        max_batch_size=batch_cap,
-        chunk_size=int(cfg["max_num_batched_tokens"]),
-        long_prefill_threshold=int(cfg["long_prefill_token_threshold"]),
+        usable_blocks=int(cfg["num_gpu_blocks"]) - 1,  # vLLM's null block is never handed out
+        max_num_seqs=batch_cap,
+        max_num_batched_tokens=int(cfg["max_num_batched_tokens"]),
+        long_prefill_token_threshold=int(cfg["long_prefill_token_threshold"]),
         max_model_len=int(cfg["max_model_len"]),
-        reserve_full_seq=int(bool(cfg["scheduler_reserve_full_isl"])),
-        prefix_caching=int(bool(cfg["enable_prefix_caching"])),
+        reserve_full_sequence=int(bool(cfg["scheduler_reserve_full_isl"])),
+        enable_prefix_caching=int(bool(cfg["enable_prefix_caching"])),
         async_scheduling=int(bool(cfg.get("async_scheduling"))),
     )
 
@@ -67,9 +65,9 @@ def replay_reference(case_dir: Path):
             )
         )
     pool = (
-        PrefixCachingBlockPool(p.num_blocks, bs)
-        if p.prefix_caching
-        else CountedBlockPool(p.num_blocks)
+        PrefixCachingBlockPool(p.usable_blocks, bs)
+        if p.enable_prefix_caching
+        else CountedBlockPool(p.usable_blocks)
     )
     sched = VllmV1(p, pool)
     rep = Replica(rid=0, sched=sched, pp=1, stage_free=[0])

@@ -5,7 +5,8 @@ traces with 2 to 4 pipeline stages."""
 
 import numpy as np
 import pytest
-from vidur_fast.kernels.dtypes import NEVER, NS_PER_S, SchedPolicy
+from vidur_fast.kernels.codes import SchedPolicy
+from vidur_fast.kernels.dtypes import NEVER, NS_PER_S
 
 from tests.helpers.random_cases import random_case
 from tests.reference.vidur_events import vidur_event_sim
@@ -33,8 +34,14 @@ def pp_case(policy: SchedPolicy, seed: int):
     same time and stage ends often tie."""
     case, sp, grids, tp = random_case(policy, 1000 + seed)
     pp = 2 + seed % 3
-    cap = max(sp.batch_cap // sp.pp, 1) * pp
-    sp = sp._replace(pp=pp, batch_cap=cap, max_micro_batch=cap // pp, max_batch_size=cap)
+    cap = max(sp.batch_size_cap // sp.pp, 1) * pp
+    sp = sp._replace(
+        pp=pp,
+        batch_size_cap=cap,
+        batch_size_cap_per_stage=cap // pp,
+        planned_batch_size=cap,
+        max_num_seqs=cap,
+    )
     tp = tp._replace(pp=pp, layers_per_stage=1)
     return case, sp, grids, tp
 

@@ -15,7 +15,8 @@ after that.
 
 from dataclasses import dataclass, field
 
-from vidur_fast.kernels.dtypes import NS_PER_MS, SchedPolicy
+from vidur_fast.kernels.codes import SchedPolicy
+from vidur_fast.kernels.dtypes import NS_PER_MS
 
 from tests.reference.block_pool import CountedBlockPool
 from tests.reference.prefix_pool import PrefixCachingBlockPool
@@ -154,10 +155,10 @@ def _finish(rep: Replica, batch: InFlight, now_ns, router, v1: bool) -> None:
 
 
 def _pool(p):
-    if p.prefix_caching:
+    if p.enable_prefix_caching:
         assert p.policy == SchedPolicy.VLLM_V1, "prefix caching is a vLLM v1 feature"
-        return PrefixCachingBlockPool(p.num_blocks, p.block_size)
-    return CountedBlockPool(p.num_blocks)
+        return PrefixCachingBlockPool(p.usable_blocks, p.block_size)
+    return CountedBlockPool(p.usable_blocks)
 
 
 def naive_sim(
@@ -204,9 +205,9 @@ def naive_sim(
             stage_free=[0] * p.pp,
             busy_ns=[0] * p.pp,
         )
-        for r in range(p.n_replicas)
+        for r in range(p.num_replicas)
     ]
-    router = Router(p.router, p.n_replicas, p.router_imbalance)
+    router = Router(p.router, p.num_replicas, p.max_imbalance_tokens)
     log: list[BatchRecord] = []
     nxt = 0
     while True:

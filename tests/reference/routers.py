@@ -2,7 +2,7 @@
 least_waiting, sticky (sessions pinned to a replica) and prefix_aware (longest cached prefix
 among replicas whose load is close to the least loaded)."""
 
-from vidur_fast.kernels.dtypes import RouterPolicy
+from vidur_fast.kernels.codes import RouterPolicy
 
 # routers whose load is prompt tokens routed and not yet through their prefill
 _PREFILL_LOAD = (RouterPolicy.LOP, RouterPolicy.STICKY, RouterPolicy.PREFIX_AWARE)

@@ -39,8 +39,8 @@ class VllmV1:
 
     def _cap(self, req, n: int, budget: int, running: bool) -> int:
         p = self.p
-        if p.long_prefill_threshold > 0 and len(self.running) + len(self.waiting) > 1:
-            n = min(n, p.long_prefill_threshold)
+        if p.long_prefill_token_threshold > 0 and len(self.running) + len(self.waiting) > 1:
+            n = min(n, p.long_prefill_token_threshold)
         n = min(n, budget)
         if running and p.max_model_len > 0:
             n = min(n, p.max_model_len - req.computed - 1)
@@ -68,7 +68,7 @@ class VllmV1:
         p = self.p
         bs = p.block_size
         caching = self.pool.caching
-        budget = p.chunk_size
+        budget = p.max_num_batched_tokens
         batch = []
         preempted = False
         in_prefill = 0  # requests of this step still in their prompt (max_partial_prefills)
@@ -107,8 +107,8 @@ class VllmV1:
         if preempted:
             return batch
         q = 0  # position in the waiting queue
-        while q < len(self.waiting) and budget > 0 and len(self.running) < p.batch_cap:
-            if p.max_partial_prefills > 0 and in_prefill >= p.max_partial_prefills:
+        while q < len(self.waiting) and budget > 0 and len(self.running) < p.max_num_seqs:
+            if p.max_num_partial_prefills > 0 and in_prefill >= p.max_num_partial_prefills:
                 break
             req = self.waiting[q]
             if req.stale > 0:
@@ -121,7 +121,8 @@ class VllmV1:
             if n <= 0:
                 break
             # free hit blocks sit in the free queue: taking them costs a free block each
-            if p.reserve_full_seq and ceil_div(seq, bs) - hit_blocks + hit_free > self.pool.free:
+            need_all = ceil_div(seq, bs) - hit_blocks + hit_free
+            if p.reserve_full_sequence and need_all > self.pool.free:
                 break
             need = ceil_div(hit + n, bs) - hit_blocks
             if need + hit_free > self.pool.free:

@@ -85,7 +85,7 @@ class Sarathi(VidurScheduler):
         batch = []
         used = 0
         partial = []
-        while self.running and len(batch) < p.max_micro_batch:
+        while self.running and len(batch) < p.batch_size_cap_per_stage:
             req = self.running.pop(0)
             if not req.prefill_done:
                 partial.append(req)
@@ -103,7 +103,10 @@ class Sarathi(VidurScheduler):
             used += n
         self.running = sorted(skipped + self.running, key=lambda q: q.arrival_ns)
         while self.waiting:
-            if self.pool.num_requests >= p.batch_cap or len(batch) >= p.max_micro_batch:
+            if (
+                self.pool.num_requests >= p.batch_size_cap
+                or len(batch) >= p.batch_size_cap_per_stage
+            ):
                 break
             req = self.waiting[0]
             if not self.can_allocate_request(req):
@@ -130,7 +133,10 @@ class VllmV0(VidurScheduler):
             n = req.prompt
             if (len(batch) + 1) * max(longest, n) > p.max_tokens_in_batch:
                 break
-            if self.pool.num_requests == p.batch_cap or len(batch) == p.max_micro_batch:
+            if (
+                self.pool.num_requests == p.batch_size_cap
+                or len(batch) == p.batch_size_cap_per_stage
+            ):
                 break
             self.waiting.popleft()
             self.allocate_request(req)
@@ -139,7 +145,7 @@ class VllmV0(VidurScheduler):
         if batch:
             return batch
         self.running.sort(key=lambda q: q.arrival_ns)
-        while self.running and len(batch) < p.max_micro_batch:
+        while self.running and len(batch) < p.batch_size_cap_per_stage:
             self.admit_decode(self.running.pop(0), batch)
         return batch
 
@@ -147,7 +153,7 @@ class VllmV0(VidurScheduler):
 class Orca(VidurScheduler):
     def _admit_reserving(self, batch):
         p = self.p
-        while self.waiting and len(batch) < p.max_batch_size:
+        while self.waiting and len(batch) < p.planned_batch_size:
             if self.pool.free < p.max_blocks_per_seq:
                 break
             req = self.waiting.popleft()
@@ -157,7 +163,7 @@ class Orca(VidurScheduler):
 
     def next_batch(self, now_ns):
         batch = []
-        while self.running and len(batch) < self.p.max_batch_size:
+        while self.running and len(batch) < self.p.planned_batch_size:
             req = self.running.pop(0)
             batch.append((req, self.next_tokens(req)))
         return self._admit_reserving(batch)
@@ -204,7 +210,7 @@ class LightLLM(VidurScheduler):
         left = np.array([e[1] for e in entries])
         held_cum = np.cumsum([e[0] for e in entries])
         need = (left * np.arange(1, len(entries) + 1) + held_cum).max()
-        return need < self.p.num_blocks
+        return need < self.p.usable_blocks
 
     def prefill_batch(self):
         p = self.p
@@ -216,7 +222,10 @@ class LightLLM(VidurScheduler):
             n = req.prompt
             if tokens + n > p.max_tokens_in_batch:
                 break
-            if self.pool.num_requests == p.batch_cap or len(batch) == p.max_micro_batch:
+            if (
+                self.pool.num_requests == p.batch_size_cap
+                or len(batch) == p.batch_size_cap_per_stage
+            ):
                 break
             entries.append(self.held_left(req, False))
             if not self.fits(entries):

@@ -2,8 +2,8 @@
 
 import math
 
+from vidur_fast.kernels.codes import KV_RULE_PER_REQUEST
 from vidur_fast.kernels.dtypes import NS_PER_MS
-from vidur_fast.kernels.timing import KV_RULE_PER_REQUEST
 
 
 def _ceil_to(x: int, m: int) -> int:

@@ -27,7 +27,7 @@ not change).
 import heapq
 import itertools
 
-from vidur_fast.kernels.dtypes import SchedPolicy
+from vidur_fast.kernels.codes import SchedPolicy
 
 from tests.reference.block_pool import CountedBlockPool
 from tests.reference.naive_sim import SCHEDULERS
@@ -66,10 +66,10 @@ def vidur_event_sim(arrival_ns, prompt, decode, p, grids, tparams, u_route, sess
     ]
     pp = p.pp
     reps = [
-        _Replica(SCHEDULERS[policy](p, CountedBlockPool(p.num_blocks)), pp)
-        for _ in range(p.n_replicas)
+        _Replica(SCHEDULERS[policy](p, CountedBlockPool(p.usable_blocks)), pp)
+        for _ in range(p.num_replicas)
     ]
-    router = Router(p.router, p.n_replicas, p.router_imbalance)
+    router = Router(p.router, p.num_replicas, p.max_imbalance_tokens)
     heap: list = []
     seq = itertools.count()
 

@@ -3,8 +3,7 @@ runs, so the host overhead of a step hides behind the step before it."""
 
 import numpy as np
 import pytest
-from vidur_fast.kernels import prefix_cache as pc
-from vidur_fast.kernels.dtypes import ReqStatus, SchedPolicy
+from vidur_fast.kernels.codes import BLK_REF, ReqStatus, SchedPolicy
 from vidur_fast.kernels.timing import TimingParams
 
 from tests.helpers.engine_harness import GC, G, linear_grids, params
@@ -17,7 +16,7 @@ def _run(arrival_s, prompt, decode, async_on, host_ms=HOST_MS, hashes=None, **kw
     n = len(arrival_s)
     sp = params(SchedPolicy.VLLM_V1, **kw)._replace(async_scheduling=int(async_on))
     if hashes is not None:
-        sp = sp._replace(prefix_caching=1)
+        sp = sp._replace(enable_prefix_caching=1)
     # 2 layers of 1 ms + 0.01 ms/token (tokens rounded up to 8), plus a fixed host overhead
     tp = TimingParams(G, GC, 2, 0.0, 0.0, host_ms, 1, 1, 1)
     hash_off = np.zeros(n + 1, dtype=np.int64)
@@ -115,8 +114,8 @@ def test_async_preemption_under_block_pressure_drains_cleanly(caching):
     _assert_drained(out, decode)
     assert out.reps.preemptions[0] > 0
     if caching:
-        assert out.reps.pc_hit_tokens[0] > 0
-        assert (out.reps.kv_blk[:, :, pc._REF] == 0).all()
+        assert out.kv.hit_tokens[0] > 0
+        assert (out.kv.blk[:, :, BLK_REF] == 0).all()
 
 
 def test_sync_and_async_runs_are_each_deterministic():

@@ -5,7 +5,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import h5py
 import numpy as np
-from vidur_fast.kernels.dtypes import SchedPolicy
+from vidur_fast.kernels.codes import SchedPolicy
 from vidur_fast.kernels.timing import TimingParams
 
 from tests.helpers.engine_harness import GC, G, linear_grids, params

@@ -2,7 +2,8 @@
 
 import numpy as np
 import pytest
-from vidur_fast.kernels.dtypes import NS_PER_S, ReqStatus, SchedPolicy
+from vidur_fast.kernels.codes import ReqStatus, SchedPolicy
+from vidur_fast.kernels.dtypes import NS_PER_S
 
 from tests.helpers.engine_harness import ALL_POLICIES, params, run
 

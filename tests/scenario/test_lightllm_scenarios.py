@@ -3,7 +3,8 @@ estimate, and recompute preemption where Vidur raised an OOM error."""
 
 import numpy as np
 import pytest
-from vidur_fast.kernels.dtypes import NEVER, NO_ID, ReqStatus, SchedPolicy
+from vidur_fast.kernels.codes import ReqStatus, SchedPolicy
+from vidur_fast.kernels.dtypes import NEVER, NO_ID
 from vidur_fast.kernels.queues import run_append_nb
 from vidur_fast.kernels.sched_lightllm import schedule_lightllm_nb
 

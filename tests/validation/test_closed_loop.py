@@ -2,7 +2,8 @@
 
 import numpy as np
 import pytest
-from vidur_fast.kernels.dtypes import NS_PER_S, SchedPolicy
+from vidur_fast.kernels.codes import SchedPolicy
+from vidur_fast.kernels.dtypes import NS_PER_S
 from vidur_fast.kernels.timing import TimingParams
 
 from tests.helpers.engine_harness import linear_grids, params
@@ -154,7 +155,7 @@ def test_bad_closed_loop_config_names_the_field(field, kwargs):
 def test_max_partial_prefills_caps_prefills_per_step(cap, first_batch):
     from tests.helpers.engine_harness import run
 
-    sp = params(SchedPolicy.VLLM_V1, chunk=4096)._replace(max_partial_prefills=cap)
+    sp = params(SchedPolicy.VLLM_V1, chunk=4096)._replace(max_num_partial_prefills=cap)
     out = run([0.0, 0.0, 0.0], [100, 100, 100], [4, 4, 4], sp)
     sizes = out.batches["size"].tolist()
     assert sizes[0] == first_batch

@@ -7,14 +7,27 @@ import numpy as np
 import pandas as pd
 
 from vidur_fast.engine.batch_store import BatchStore
-from vidur_fast.engine.state import alloc_hist, alloc_log, alloc_reps, alloc_reqs, kernel_array
+from vidur_fast.engine.state import (
+    alloc_kv,
+    alloc_log,
+    alloc_reps,
+    alloc_reqs,
+    alloc_run_state,
+    kernel_array,
+)
 from vidur_fast.errors import UserError
 from vidur_fast.jit_start import start_numba_target
 from vidur_fast.kernels import loop
 from vidur_fast.kernels.closed_loop import ClosedLoop
-from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_S, RouterPolicy
-from vidur_fast.kernels.router import RSTATE_SESSIONS
-from vidur_fast.kernels.state import Reps, Reqs, SchedParams
+from vidur_fast.kernels.codes import (
+    LS_DONE,
+    LS_NEXT_REQ,
+    LS_NOW,
+    RouterPolicy,
+    RunStatus,
+)
+from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_S
+from vidur_fast.kernels.state import KvPool, Reps, Reqs, SchedParams, max_running
 from vidur_fast.kernels.timing import TimingGrids, TimingParams
 from vidur_fast.workload.closed_loop import ClosedLoopPlan, closed_loop_state
 
@@ -22,8 +35,8 @@ LOG_CAPACITY = 1 << 18
 STEPS_PER_CALL = 1 << 21
 
 STATUS_NAMES = {
-    loop.DONE: "done",
-    loop.TIME_LIMIT: "time_limit",
+    RunStatus.DONE: "done",
+    RunStatus.TIME_LIMIT: "time_limit",
 }
 
 
@@ -31,6 +44,7 @@ STATUS_NAMES = {
 class EngineOutput:
     reqs: Reqs
     reps: Reps
+    kv: KvPool
     batch_log: BatchStore
     hist: np.ndarray
     status: str
@@ -58,12 +72,12 @@ def _dense_sessions(session: np.ndarray) -> tuple[np.ndarray, int]:
 
 def _max_request_blocks(sp: SchedParams, prompt: np.ndarray, decode: np.ndarray) -> int:
     """Longest block list one request can hold (sizes the pool's per-slot lists)."""
-    if not sp.prefix_caching:
+    if not sp.enable_prefix_caching:
         return 0
     longest = int((np.asarray(prompt) + np.asarray(decode)).max(initial=1))
     if sp.max_model_len > 0:
         longest = min(longest, sp.max_model_len)
-    return min(sp.num_blocks, -(-longest // sp.block_size) + 1)
+    return min(sp.usable_blocks, -(-longest // sp.block_size) + 1)
 
 
 def run_engine(
@@ -107,28 +121,26 @@ def run_engine(
         session, n_sessions = _dense_sessions(session)
     if hashes is None:
         hash_off = np.zeros(arrival_ns.shape[0] + 1, dtype=np.int64)
-    reqs = alloc_reqs(arrival_ns, prompt, decode, session, hash_off, hashes)
+    u_route = kernel_array(u_route, np.float64)
+    reqs = alloc_reqs(arrival_ns, prompt, decode, session, hash_off, hashes, u_route)
     cl = closed_loop_state(closed_loop, arrival_ns.shape[0])
     reqs.rejected[:] = rejected
-    pool_blocks = sp.num_blocks if sp.prefix_caching else 0
-    start_numba_target()  # before the first kernel: alloc_reps sets up the pool with one
-    reps = alloc_reps(
-        sp.n_replicas,
-        sp.pp,
-        sp.batch_cap,
+    pool_blocks = sp.usable_blocks if sp.enable_prefix_caching else 0
+    reps = alloc_reps(sp.num_replicas, sp.pp, max_running(sp), loop.batch_slots(sp))
+    start_numba_target()  # before the first kernel: alloc_kv sets up the pool with one
+    kv = alloc_kv(
+        sp.num_replicas,
+        arrival_ns.shape[0],
+        max_running(sp),
         pool_blocks,
         _max_request_blocks(sp, prompt, decode),
-        loop.batch_slots(sp),
     )
     log = alloc_log(log_capacity)
-    hist = alloc_hist()
-    u_route = kernel_array(u_route, np.float64)
     # the caller reads grids.counters afterwards, so that array is passed through as is
     tables = {k: kernel_array(v, v.dtype) for k, v in grids._asdict().items() if k != "counters"}
     grids = grids._replace(**tables)
-    lstate = np.zeros(loop.N_LS, dtype=np.int64)
-    rstate = np.full(RSTATE_SESSIONS + n_sessions, NO_ID, dtype=np.int64)
-    rstate[0] = 0
+    run = alloc_run_state(n_sessions)
+    lstate = run.loop
     limit_ns = int(round(time_limit_s * NS_PER_S))
     n = arrival_ns.shape[0]
     n_live = int((rejected == 0).sum()) if closed_loop is None else n
@@ -148,21 +160,7 @@ def run_engine(
         )
 
     def advance(max_steps: int) -> int:
-        return loop.run_nb(
-            reqs,
-            reps,
-            log,
-            hist,
-            lstate,
-            rstate,
-            cl,
-            grids,
-            tparams,
-            sp,
-            u_route,
-            limit_ns,
-            max_steps,
-        )
+        return loop.run_nb(reqs, reps, kv, log, run, cl, grids, tparams, sp, limit_ns, max_steps)
 
     # A zero-step call loads (or compiles) the kernels, so loop_s is simulation time only.
     t0 = time.perf_counter()
@@ -172,38 +170,48 @@ def run_engine(
     jit_s = time.perf_counter() - t0
     t0, c0 = time.perf_counter(), time.thread_time()
     while True:
-        before = (lstate[loop.LS_NOW], lstate[loop.LS_NEXT_REQ], lstate[loop.LS_DONE])
+        before = (lstate[LS_NOW], lstate[LS_NEXT_REQ], lstate[LS_DONE])
         status = advance(STEPS_PER_CALL)
         if bar is not None:
-            bar.n = int(lstate[loop.LS_DONE])
-            bar.set_postfix_str(f"t={lstate[loop.LS_NOW] / NS_PER_S:.1f}s", refresh=False)
+            bar.n = int(lstate[LS_DONE])
+            bar.set_postfix_str(f"t={lstate[LS_NOW] / NS_PER_S:.1f}s", refresh=False)
             bar.refresh()
-        if status == loop.LOG_FULL:
+        if status == RunStatus.LOG_FULL:
             log = store.flush(log)  # spilled in a thread while the kernel fills another log
             continue
-        if status == loop.MAX_STEPS:
+        if status == RunStatus.MAX_STEPS:
             # a whole call without time, arrivals or completions moving is a livelock: fail
             # loudly instead of hanging
-            if before == (lstate[loop.LS_NOW], lstate[loop.LS_NEXT_REQ], lstate[loop.LS_DONE]):
+            if before == (lstate[LS_NOW], lstate[LS_NEXT_REQ], lstate[LS_DONE]):
                 raise RuntimeError(f"engine made no progress in {STEPS_PER_CALL} steps")
             continue
         break
     loop_s, loop_cpu_s = time.perf_counter() - t0, time.thread_time() - c0
     if bar is not None:
         bar.close()
-    if status == loop.BROKEN:
+    if status == RunStatus.BROKEN:
         raise RuntimeError("engine invariant broken: a running list overflowed")
     if status not in STATUS_NAMES:
         raise UserError(f"simulation stopped with status {status}")
     store.keep_tail(log)
-    end_ns = int(lstate[loop.LS_NOW])
+    end_ns = int(lstate[LS_NOW])
     if closed_loop is not None:  # only released requests had to finish
         n_live = int(((reqs.arrival_ns != NEVER) & (rejected == 0)).sum())
-    if n and status == loop.DONE and n_live and int(lstate[loop.LS_DONE]) != n_live:
+    if n and status == RunStatus.DONE and n_live and int(lstate[LS_DONE]) != n_live:
         raise RuntimeError(
-            f"engine finished with {n_live - int(lstate[loop.LS_DONE])} requests stuck"
+            f"engine finished with {n_live - int(lstate[LS_DONE])} requests stuck"
         )
     cl_out = cl if closed_loop is not None else None
     return EngineOutput(
-        reqs, reps, store, hist, STATUS_NAMES[status], end_ns, loop_s, loop_cpu_s, jit_s, cl_out
+        reqs,
+        reps,
+        kv,
+        store,
+        run.tbt_hist,
+        STATUS_NAMES[status],
+        end_ns,
+        loop_s,
+        loop_cpu_s,
+        jit_s,
+        cl_out,
     )

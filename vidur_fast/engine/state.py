@@ -2,10 +2,11 @@
 
 import numpy as np
 
-from vidur_fast.kernels.dtypes import NEVER, NO_ID, ReqStatus
+from vidur_fast.kernels.block_pool import init_pool_nb
+from vidur_fast.kernels.codes import N_LS, RSTATE_RR, RSTATE_SESSIONS, ReqStatus
+from vidur_fast.kernels.dtypes import NEVER, NO_ID
 from vidur_fast.kernels.event_tree import tree_size
-from vidur_fast.kernels.prefix_cache import init_pool_nb
-from vidur_fast.kernels.state import BatchLog, Reps, Reqs
+from vidur_fast.kernels.state import BatchLog, KvPool, Reps, Reqs, RunState
 
 HIST_BUCKETS = 2400  # 1 us .. ~20 min at 1% relative width
 
@@ -35,6 +36,7 @@ def alloc_reqs(
     session: np.ndarray,
     hash_off: np.ndarray,
     hashes: np.ndarray | None = None,
+    u_route: np.ndarray | None = None,
 ) -> Reqs:
     n = arrival_ns.shape[0]
     i64 = np.int64
@@ -77,35 +79,19 @@ def alloc_reqs(
         cached_tokens=full(0),
         rejected=np.zeros(n, dtype=np.uint8),
         hashes=_read_only(np.zeros(0, dtype=i64) if hashes is None else hashes),
-        kv_slot=full(NO_ID),
-        kv_cached=full(0),
         tok_inflight=full(0),
         placeholders=full(0),
         tok_stale=full(0),
+        u_route=np.zeros(n) if u_route is None else kernel_array(u_route, np.float64),
     )
 
 
-def alloc_reps(
-    n_replicas: int,
-    pp: int,
-    batch_cap: int,
-    pool_blocks: int = 0,
-    max_req_blocks: int = 0,
-    batch_slots: int = 0,
-) -> Reps:
-    """pool_blocks > 0 allocates the paged block pool (prefix caching) with that many blocks
-    per replica and batch_cap block lists of max_req_blocks entries each. batch_slots: batches
-    a replica may have in flight (0 = pp; vLLM v1 async scheduling needs 2)."""
-    reps = _alloc_reps(n_replicas, pp, batch_cap, pool_blocks, max_req_blocks, batch_slots or pp)
-    if pool_blocks > 0:
-        init_pool_nb(reps)
-    return reps
-
-
-def _alloc_reps(
-    n_replicas: int, pp: int, batch_cap: int, pool_blocks: int, max_req_blocks: int, slots: int
-):
+def alloc_reps(n_replicas: int, pp: int, batch_cap: int, batch_slots: int = 0) -> Reps:
+    """Replica state; batch_cap: requests a replica may run at once (state.max_running);
+    batch_slots: batches a replica may have in flight (0 = pp; vLLM v1 async scheduling
+    needs 2)."""
     R = n_replicas
+    slots = batch_slots or pp
     i64 = np.int64
     # batch slots hold up to batch_cap requests plus scratch space at the tail
     slot_cap = 2 * batch_cap + 2
@@ -143,48 +129,66 @@ def _alloc_reps(
         kv_area=np.zeros(R, dtype=np.float64),
         kv_last_ns=z(R),
         kv_peak=z(R),
-        **_pool_arrays(R, batch_cap, pool_blocks, max_req_blocks),
     )
 
 
-def _pool_arrays(R: int, slots: int, U: int, M: int) -> dict:
+def alloc_kv(
+    n_replicas: int, n_requests: int, slots: int = 0, pool_blocks: int = 0, max_req_blocks: int = 0
+) -> KvPool:
+    """The paged block pool (prefix caching): pool_blocks blocks per replica and `slots` block
+    lists of max_req_blocks entries each. pool_blocks = 0: no pool, every per-block, per-slot
+    and per-request array empty (only the per-replica counters are allocated)."""
+    R = n_replicas
+    U = pool_blocks
     if U <= 0:
-        slots = M = U = 1
-    H = 1 << max(1, int(2 * U - 1).bit_length())  # power of two >= 2U: load factor <= 1/2
+        U = slots = max_req_blocks = n_requests = 0
+    H = 1 << max(1, int(2 * U - 1).bit_length()) if U > 0 else 0  # >= 2U: load factor <= 1/2
     i32, i64 = np.int32, np.int64
-    out = dict(
-        kv_blk=np.zeros((R, U, 4), i32),
-        kv_hash=np.zeros((R, U), i64),
-        kv_fhead=np.zeros(R, i64),
-        kv_ftail=np.zeros(R, i64),
-        kv_nfree=np.zeros(R, i64),
+    kv = KvPool(
+        blk=np.zeros((R, U, 4), i32),
+        hash=np.zeros((R, U), i64),
+        fhead=np.zeros(R, i64),
+        ftail=np.zeros(R, i64),
+        nfree=np.zeros(R, i64),
         ht=np.zeros((R, H, 2), i64),
-        kv_list=np.zeros((R, slots, M), i32),
-        kv_slot_stack=np.zeros((R, slots), i64),
-        kv_slot_top=np.zeros(R, i64),
-        kv_mark=np.zeros((R, U), i64),
+        mark=np.zeros((R, U), i64),
         memo_req=np.full(R, NO_ID, i64),
         memo_hit=np.zeros(R, i64),
         memo_evictable=np.zeros(R, i64),
         memo_next_hash=np.zeros(R, i64),
         memo_stamp=np.zeros(R, i64),
-        pc_query_tokens=np.zeros(R, i64),
-        pc_hit_tokens=np.zeros(R, i64),
-        pc_evictions=np.zeros(R, i64),
+        lists=np.zeros((R, slots, max_req_blocks), i32),
+        slot_stack=np.zeros((R, slots), i64),
+        slot_top=np.zeros(R, i64),
+        req_slot=np.full(n_requests, NO_ID, i64),
+        req_cached=np.zeros(n_requests, i64),
+        query_tokens=np.zeros(R, i64),
+        hit_tokens=np.zeros(R, i64),
+        evictions=np.zeros(R, i64),
     )
-    return out
+    if U > 0:
+        init_pool_nb(kv)
+    return kv
 
 
-# the paged pool's per-block and per-slot arrays: most of a replica's memory, unused after the run
-_POOL_BULK = ("kv_blk", "kv_hash", "ht", "kv_list", "kv_slot_stack", "kv_mark")
+# the pool's per-block and per-slot arrays: most of a replica's memory, unused after the run
+_POOL_BULK = ("blk", "hash", "ht", "mark", "lists", "slot_stack")
 
 
-def without_pool(reps: Reps) -> Reps:
-    """reps with the prefix-cache pool's bulk arrays replaced by empty ones (same dtypes and
-    dimensions), once the run is over: per-replica counters stay. On 1,000 replicas the pool
-    is most of the process's memory, which the metrics and writers then need."""
-    empty = {k: np.zeros((0,) * getattr(reps, k).ndim, getattr(reps, k).dtype) for k in _POOL_BULK}
-    return reps._replace(**empty)
+def without_pool(kv: KvPool) -> KvPool:
+    """kv with the pool's bulk arrays replaced by empty ones (same dtypes and dimensions), once
+    the run is over: per-replica counters stay. On 1,000 replicas the pool is most of the
+    process's memory, which the metrics and writers then need."""
+    empty = {k: np.zeros((0,) * getattr(kv, k).ndim, getattr(kv, k).dtype) for k in _POOL_BULK}
+    return kv._replace(**empty)
+
+
+def alloc_run_state(n_sessions: int = 0) -> RunState:
+    """Loop cursor, router state (sticky routing: one replica per dense session) and TBT
+    histogram of a run."""
+    router = np.full(RSTATE_SESSIONS + n_sessions, NO_ID, dtype=np.int64)
+    router[RSTATE_RR] = 0
+    return RunState(loop=np.zeros(N_LS, dtype=np.int64), router=router, tbt_hist=alloc_hist())
 
 
 def alloc_log(capacity: int) -> BatchLog:

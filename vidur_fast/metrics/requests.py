@@ -3,7 +3,8 @@
 import numpy as np
 import pandas as pd
 
-from vidur_fast.kernels.dtypes import NEVER, NS_PER_S, ReqStatus
+from vidur_fast.kernels.codes import ReqStatus
+from vidur_fast.kernels.dtypes import NEVER, NS_PER_S
 from vidur_fast.kernels.state import Reqs
 
 

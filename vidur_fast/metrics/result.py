@@ -29,30 +29,30 @@ class Result:
 
 
 def replica_table(out, sp, end_ns: int) -> pd.DataFrame:
-    reps = out.reps
+    reps, kv = out.reps, out.kv
     span = max(end_ns, 1)
     # close the kv-usage integral at the end of the run
     area = reps.kv_area + reps.alloc_blocks * np.maximum(end_ns - reps.kv_last_ns, 0)
     return pd.DataFrame(
         {
-            "replica": np.arange(sp.n_replicas),
+            "replica": np.arange(sp.num_replicas),
             "batches": reps.n_batches.copy(),
             "preemptions": reps.preemptions.copy(),
-            "num_blocks": np.full(sp.n_replicas, sp.num_blocks),
-            "kv_usage_mean": area / span / sp.num_blocks,
-            "kv_usage_peak": reps.kv_peak / sp.num_blocks,
+            "num_blocks": np.full(sp.num_replicas, sp.usable_blocks),
+            "kv_usage_mean": area / span / sp.usable_blocks,
+            "kv_usage_peak": reps.kv_peak / sp.usable_blocks,
             "busy_fraction": reps.busy_ns[:, 0] / span,
             "requests_completed": np.bincount(
-                out.reqs.replica[out.reqs.replica >= 0], minlength=sp.n_replicas
-            )[: sp.n_replicas],
-            "prefix_cache_query_tokens": reps.pc_query_tokens.copy(),
-            "prefix_cache_hit_tokens": reps.pc_hit_tokens.copy(),
+                out.reqs.replica[out.reqs.replica >= 0], minlength=sp.num_replicas
+            )[: sp.num_replicas],
+            "prefix_cache_query_tokens": kv.query_tokens.copy(),
+            "prefix_cache_hit_tokens": kv.hit_tokens.copy(),
             "prefix_cache_hit_rate": np.divide(
-                reps.pc_hit_tokens,
-                reps.pc_query_tokens,
-                out=np.zeros(sp.n_replicas),
-                where=reps.pc_query_tokens > 0,
+                kv.hit_tokens,
+                kv.query_tokens,
+                out=np.zeros(sp.num_replicas),
+                where=kv.query_tokens > 0,
             ),
-            "prefix_cache_evictions": reps.pc_evictions.copy(),
+            "prefix_cache_evictions": kv.evictions.copy(),
         }
     )

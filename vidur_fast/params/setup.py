@@ -22,7 +22,7 @@ from vidur_fast.config.sim import (
     VllmV1Scheduler,
 )
 from vidur_fast.errors import ConfigError
-from vidur_fast.kernels.dtypes import RouterPolicy, SchedPolicy
+from vidur_fast.kernels.codes import RouterPolicy, SchedPolicy
 from vidur_fast.kernels.state import SchedParams
 from vidur_fast.params.memory import (
     MemoryPlan,
@@ -47,7 +47,8 @@ REJECT_REASONS = {
 class EngineSetup:
     params: SchedParams
     plan: MemoryPlan
-    block_size: int
+    profile_block_size: int  # block size of the timing profiles and workload hashes (LightLLM:
+    # 16, while its KV is accounted per token: params.block_size 1)
     max_seq_len: int  # per-request bound on prompt + output (0 = none)
 
 
@@ -93,7 +94,7 @@ def build_setup(cfg: SimConfig, model: ModelSpec, device: DeviceSpec) -> EngineS
     """Kernel parameters of a validated config (config.validate.validate_config)."""
     c = cfg.cluster
     s = cfg.scheduler
-    common = dict(router=int(router_code(cfg)), n_replicas=c.num_replicas, pp=c.pp)
+    common = dict(router=int(router_code(cfg)), num_replicas=c.num_replicas, pp=c.pp)
     margin = c.memory_margin_fraction
     match s:
         case VllmV1Scheduler():
@@ -108,21 +109,23 @@ def build_setup(cfg: SimConfig, model: ModelSpec, device: DeviceSpec) -> EngineS
                 policy=int(SchedPolicy.VLLM_V1),
                 block_size=s.block_size,
                 # NOTE(vllm): block 0 is the reserved null block
-                num_blocks=blocks - 1,
+                usable_blocks=blocks - 1,
                 watermark_blocks=0,
-                batch_cap=s.max_num_seqs,
-                max_micro_batch=s.max_num_seqs,
-                chunk_size=s.max_num_batched_tokens,
+                batch_size_cap=0,
+                batch_size_cap_per_stage=0,
+                planned_batch_size=0,
+                chunk_size=0,
                 max_tokens_in_batch=0,
                 max_blocks_per_seq=0,
-                max_batch_size=s.max_num_seqs,
                 max_waiting_iters=0,
-                long_prefill_threshold=s.long_prefill_token_threshold,
+                max_num_seqs=s.max_num_seqs,
+                max_num_batched_tokens=s.max_num_batched_tokens,
+                long_prefill_token_threshold=s.long_prefill_token_threshold,
                 max_model_len=max_len,
-                reserve_full_seq=int(s.reserve_full_sequence),
-                max_partial_prefills=s.max_num_partial_prefills,
-                prefix_caching=int(s.enable_prefix_caching),
-                router_imbalance=_router_imbalance(cfg),
+                reserve_full_sequence=int(s.reserve_full_sequence),
+                max_num_partial_prefills=s.max_num_partial_prefills,
+                enable_prefix_caching=int(s.enable_prefix_caching),
+                max_imbalance_tokens=_router_imbalance(cfg),
                 async_scheduling=int(s.async_scheduling),
                 **common,
             )
@@ -163,18 +166,20 @@ def build_setup(cfg: SimConfig, model: ModelSpec, device: DeviceSpec) -> EngineS
             p = SchedParams(
                 policy=int(policy),
                 block_size=s.block_size,
-                num_blocks=blocks,
+                usable_blocks=blocks,
                 watermark_blocks=int(wm_frac * blocks),
-                batch_cap=s.batch_size_cap,
-                max_micro_batch=s.batch_size_cap // c.pp,
+                batch_size_cap=s.batch_size_cap,
+                batch_size_cap_per_stage=s.batch_size_cap // c.pp,
+                planned_batch_size=max(1, min(plan.max_batch_size, s.batch_size_cap)),
                 chunk_size=chunk,
                 max_tokens_in_batch=max_in_batch,
                 max_blocks_per_seq=max_blocks_per_seq,
-                max_batch_size=max(1, min(plan.max_batch_size, s.batch_size_cap)),
                 max_waiting_iters=0,
-                long_prefill_threshold=0,
+                max_num_seqs=0,
+                max_num_batched_tokens=0,
+                long_prefill_token_threshold=0,
                 max_model_len=0,
-                reserve_full_seq=0,
+                reserve_full_sequence=0,
                 **common,
             )
             bound = (
@@ -196,18 +201,20 @@ def _lightllm_setup(s: LightLLMScheduler, c, model: ModelSpec, device: DeviceSpe
     p = SchedParams(
         policy=int(SchedPolicy.LIGHTLLM),
         block_size=1,
-        num_blocks=blocks,
+        usable_blocks=blocks,
         watermark_blocks=0,
-        batch_cap=s.batch_size_cap,
-        max_micro_batch=s.batch_size_cap,
+        batch_size_cap=s.batch_size_cap,
+        batch_size_cap_per_stage=s.batch_size_cap,  # pp = 1
+        planned_batch_size=0,
         chunk_size=0,
         max_tokens_in_batch=s.max_tokens_in_batch,
-        max_blocks_per_seq=s.max_tokens,
-        max_batch_size=s.batch_size_cap,
+        max_blocks_per_seq=0,
         max_waiting_iters=s.max_waiting_iters,
-        long_prefill_threshold=0,
+        max_num_seqs=0,
+        max_num_batched_tokens=0,
+        long_prefill_token_threshold=0,
         max_model_len=0,
-        reserve_full_seq=0,
+        reserve_full_sequence=0,
         **common,
     )
     return EngineSetup(p, plan, LIGHTLLM_PROFILE_BLOCK_SIZE, 0)
@@ -216,7 +223,7 @@ def _lightllm_setup(s: LightLLMScheduler, c, model: ModelSpec, device: DeviceSpe
 def rejection_codes(prompt: np.ndarray, decode: np.ndarray, setup: EngineSetup) -> np.ndarray:
     """Requests that could never run on a replica (rejected up front instead of hanging)."""
     p = setup.params
-    bs = setup.block_size
+    bs = p.block_size
     total = prompt + decode
     out = np.zeros(prompt.shape[0], dtype=np.uint8)
     if setup.max_seq_len > 0:
@@ -224,16 +231,16 @@ def rejection_codes(prompt: np.ndarray, decode: np.ndarray, setup: EngineSetup) 
     blocks_total = -(-total // bs)
     blocks_prompt = -(-prompt // bs)
     if p.policy in (SchedPolicy.SARATHI, SchedPolicy.VLLM):
-        too_big = (blocks_prompt > p.num_blocks - p.watermark_blocks) | (
-            blocks_total > p.num_blocks
+        too_big = (blocks_prompt > p.usable_blocks - p.watermark_blocks) | (
+            blocks_total > p.usable_blocks
         )
     elif p.policy == SchedPolicy.VLLM_V1:
-        too_big = blocks_total > p.num_blocks
+        too_big = blocks_total > p.usable_blocks
     elif p.policy == SchedPolicy.LIGHTLLM:
         # alone on the replica it still needs its whole sequence (less the last token) free,
         # and its prompt must fit one prefill batch
         alone = prompt + 1 + np.maximum(decode - 2, 0)
-        too_big = alone >= p.num_blocks
+        too_big = alone >= p.usable_blocks
         out[(out == 0) & (prompt > p.max_tokens_in_batch)] = REJECT_MAX_LEN
     else:
         too_big = np.zeros_like(out, dtype=bool)
@@ -264,7 +271,7 @@ def rejection_report(rejected: np.ndarray, setup: EngineSetup, cfg) -> dict:
     )
     bounds = {
         REJECT_KV_CAPACITY: (
-            f"a request's blocks > {p.num_blocks} KV blocks of {setup.block_size} tokens per "
+            f"a request's blocks > {p.usable_blocks} KV blocks of {p.block_size} tokens per "
             "replica",
             "more memory per replica (cluster.tp, a larger device) or --scheduler.num-blocks",
         ),

@@ -22,7 +22,8 @@ from vidur_fast.catalog import (
 from vidur_fast.config.predictor import PredictorConfig
 from vidur_fast.config.validate import validate_predictor
 from vidur_fast.errors import ProfileError
-from vidur_fast.kernels.timing import KV_RULE_PER_REQUEST, KV_RULE_SUM, TimingGrids, TimingParams
+from vidur_fast.kernels.codes import KV_RULE_PER_REQUEST, KV_RULE_SUM
+from vidur_fast.kernels.timing import TimingGrids, TimingParams
 from vidur_fast.timing.cache import (
     CacheCorrupt,
     CacheMiss,

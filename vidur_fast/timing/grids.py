@@ -19,7 +19,8 @@ import numpy as np
 
 from vidur_fast.config.predictor import PredictorConfig
 from vidur_fast.errors import ProfileError
-from vidur_fast.kernels.timing import N_COUNTERS, TimingGrids
+from vidur_fast.kernels.codes import N_COUNTERS
+from vidur_fast.kernels.timing import TimingGrids
 from vidur_fast.timing.fit import (
     KV_SAVE,
     LAYER_TOKEN_OPS,

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from vidur_fast.kernels.dtypes import SchedPolicy
+from vidur_fast.kernels.codes import SchedPolicy
 
 from vidur_fast.catalog import get_device, get_model
 from vidur_fast.config.sim import ClusterConfig, LightLLMScheduler, SimConfig
@@ -26,11 +26,11 @@ def test_lightllm_params_count_kv_in_tokens():
     assert p.policy == SchedPolicy.LIGHTLLM
     assert p.block_size == 1 and p.pp == 1
     assert p.max_tokens_in_batch == 2048 and p.max_waiting_iters == 7
-    assert p.batch_cap == p.max_micro_batch == 128
+    assert p.batch_size_cap == p.batch_size_cap_per_stage == 128
     # the request-slot planner at block size 1: 4096 tokens per slot
-    assert p.num_blocks == s.plan.num_blocks and p.num_blocks % 4096 == 0
+    assert p.usable_blocks == s.plan.num_blocks and p.usable_blocks % 4096 == 0
     # timing rows are the 16-token block profiles
-    assert s.block_size == 16
+    assert s.profile_block_size == 16
 
 
 def test_lightllm_rejects_requests_that_could_never_run():

@@ -18,7 +18,7 @@ def test_preset_is_valid(name):
     cfg = get_preset(name)
     setup = build_setup(cfg, get_model(cfg.cluster.model), get_device(cfg.cluster.device))
     wl = build_workload(
-        replace(cfg.workload, num_requests=50), cfg.seed, block_size=setup.block_size
+        replace(cfg.workload, num_requests=50), cfg.seed, block_size=setup.profile_block_size
     )
     assert len(wl) == 50
     # nothing in a preset is rejected up front: every request fits a replica

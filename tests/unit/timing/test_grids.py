@@ -6,7 +6,8 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
-from vidur_fast.kernels.timing import KV_RULE_PER_REQUEST, KV_RULE_SUM, N_COUNTERS, TimingParams
+from vidur_fast.kernels.codes import KV_RULE_PER_REQUEST, KV_RULE_SUM, N_COUNTERS
+from vidur_fast.kernels.timing import TimingParams
 
 from vidur_fast.catalog import get_model
 from vidur_fast.config.predictor import PredictorConfig

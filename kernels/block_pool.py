@@ -1,0 +1,249 @@
+"""Block pool of each replica's paged KV cache: block records, the free-block queue, caching
+and eviction of block hashes.
+
+NOTE(vllm): mirrors BlockPool and FreeKVCacheBlockQueue (vllm/v1/core/block_pool.py,
+kv_cache_utils.py) for one full-attention group. Block ids here are vLLM's ids minus one:
+vLLM's block 0 is the null block and is never handed out, so the usable pool is ids 0..U-1 in
+vLLM's initial free order.
+
+Layout (KvPool, rows indexed by replica r). The fields a block operation touches together share
+one 16-byte record, so a block costs one cache line where separate arrays cost one each (the
+pool of a replica is megabytes, the accesses random):
+  blk[r, b, BLK_REF]    references to block b (0 = free, possibly still cached)
+  blk[r, b, BLK_DUP]    the hash map's duplicate link (hash_map.py)
+  blk[r, b, BLK_PREV], blk[r, b, BLK_NEXT]
+                        intrusive doubly linked free-block queue; head = next to evict (LRU)
+  hash[r, b]            chained block hash, NO_HASH when b holds no full cached block
+"""
+
+from numba import njit
+from vidur_fast.kernels.codes import (
+    BLK_DUP,
+    BLK_NEXT,
+    BLK_PREV,
+    BLK_REF,
+    BLK_UNINDEXED,
+    HT_KEY,
+)
+from vidur_fast.kernels.dtypes import NO_HASH, NO_ID
+from vidur_fast.kernels.hash_map import insert_block_nb, memo_touch_nb, remove_block_nb
+from vidur_fast.kernels.prefetch import prefetch_nb
+
+# blocks ahead of the current one whose hash-map cell is prefetched (allocation)
+PREFETCH_AHEAD = 8
+
+# ---- free-block queue (LRU: evict from the head, freed blocks go to the tail) ----
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _queue_remove_nb(kv, r, b):
+    """Unlink block b from replica r's free-block queue.
+
+    Mutates: kv.blk (links), kv.fhead, kv.ftail, kv.nfree.
+    Returns: nothing.
+    """
+    pv = kv.blk[r, b, BLK_PREV]
+    nx = kv.blk[r, b, BLK_NEXT]
+    if pv == NO_ID:
+        kv.fhead[r] = nx
+    else:
+        kv.blk[r, pv, BLK_NEXT] = nx
+    if nx == NO_ID:
+        kv.ftail[r] = pv
+    else:
+        kv.blk[r, nx, BLK_PREV] = pv
+    kv.blk[r, b, BLK_PREV] = NO_ID
+    kv.blk[r, b, BLK_NEXT] = NO_ID
+    kv.nfree[r] -= 1
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _queue_push_back_nb(kv, r, b):
+    """Append block b at the tail of replica r's free-block queue (evicted last).
+
+    Mutates: kv.blk (links), kv.fhead, kv.ftail, kv.nfree.
+    Returns: nothing.
+    """
+    t = kv.ftail[r]
+    kv.blk[r, b, BLK_PREV] = t
+    kv.blk[r, b, BLK_NEXT] = NO_ID
+    if t == NO_ID:
+        kv.fhead[r] = b
+    else:
+        kv.blk[r, t, BLK_NEXT] = b
+    kv.ftail[r] = b
+    kv.nfree[r] += 1
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _queue_push_front_nb(kv, r, b):
+    """Put block b at the head of replica r's free-block queue (reused first).
+
+    Mutates: kv.blk (links), kv.fhead, kv.ftail, kv.nfree.
+    Returns: nothing.
+    """
+    h = kv.fhead[r]
+    kv.blk[r, b, BLK_PREV] = NO_ID
+    kv.blk[r, b, BLK_NEXT] = h
+    if h == NO_ID:
+        kv.ftail[r] = b
+    else:
+        kv.blk[r, h, BLK_PREV] = b
+    kv.fhead[r] = b
+    kv.nfree[r] += 1
+
+
+# ---- caching ----
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def cache_block_nb(kv, r, b, h):
+    """Cache block b under hash h (after any block already cached under h).
+
+    Mutates: kv.hash, kv.blk (dup links), kv.ht.
+    Returns: nothing.
+    """
+    kv.hash[r, b] = h
+    insert_block_nb(kv, r, b, h)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def cache_block_unindexed_nb(kv, r, b, h):
+    """Mark block b cached under a private hash h without entering it into the hash map
+    (req_blocks.index_private_blocks_nb enters it when its request is preempted).
+
+    Mutates: kv.hash, kv.blk (dup link).
+    Returns: nothing.
+    """
+    kv.hash[r, b] = h
+    kv.blk[r, b, BLK_DUP] = BLK_UNINDEXED
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def evict_cached_nb(kv, r, b):
+    """Drop block b's hash from the cache (it is being reused for other tokens).
+
+    NOTE(vllm): BlockPool._maybe_evict_cached_block.
+    Mutates: kv.hash, kv.blk (dup links), kv.ht, kv.memo_req, kv.evictions.
+    Returns: nothing.
+    """
+    memo_touch_nb(kv, r, b)
+    kv.evictions[r] += 1
+    if kv.blk[r, b, BLK_DUP] == BLK_UNINDEXED:
+        kv.blk[r, b, BLK_DUP] = NO_ID
+    else:
+        remove_block_nb(kv, r, b, kv.hash[r, b])
+    kv.hash[r, b] = NO_HASH
+
+
+# ---- references ----
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def touch_nb(kv, r, b):
+    """One more reference to cached block b, off the free-block queue if it was free.
+
+    NOTE(vllm): BlockPool.touch.
+    Mutates: kv.blk (ref, links), kv.fhead, kv.ftail, kv.nfree.
+    Returns: nothing.
+    """
+    if kv.blk[r, b, BLK_REF] == 0:
+        _queue_remove_nb(kv, r, b)
+    kv.blk[r, b, BLK_REF] += 1
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def get_new_blocks_nb(kv, r, s, k0, n):
+    """Pop n blocks from the head of replica r's free-block queue into list row s at
+    positions k0.. (the caller checked nfree), evicting their cached hashes.
+
+    NOTE(vllm): BlockPool.get_new_blocks.
+    Mutates: kv (blk, hash, ht, lists, free-block queue, evictions, memo_req).
+    Returns: nothing.
+    """
+    # two walkers ahead on the free-block queue: `far` fetches the hash of the block
+    # 2 * PREFETCH_AHEAD ahead, `near` then the map cell of the one PREFETCH_AHEAD ahead
+    mask = kv.ht.shape[1] - 1
+    far = kv.fhead[r]
+    near = far
+    for j in range(2 * PREFETCH_AHEAD):
+        if j >= n or far == NO_ID:
+            break
+        far = kv.blk[r, far, BLK_NEXT]
+        if j < PREFETCH_AHEAD and near != NO_ID:
+            near = kv.blk[r, near, BLK_NEXT]
+    k = k0
+    for j in range(n):
+        if far != NO_ID and j + 2 * PREFETCH_AHEAD < n:
+            prefetch_nb(kv.hash, (r, far))
+            far = kv.blk[r, far, BLK_NEXT]
+        if near != NO_ID and j + PREFETCH_AHEAD < n:
+            h = kv.hash[r, near]
+            if h != NO_HASH:
+                prefetch_nb(kv.ht, (r, h & mask, HT_KEY))
+            near = kv.blk[r, near, BLK_NEXT]
+        b = kv.fhead[r]
+        _queue_remove_nb(kv, r, b)
+        if kv.hash[r, b] != NO_HASH:
+            evict_cached_nb(kv, r, b)
+        kv.blk[r, b, BLK_REF] = 1
+        kv.lists[r, s, k] = b
+        k += 1
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def free_list_blocks_nb(kv, r, s, n):
+    """Drop one reference to each of the first n blocks of list row s, last block first.
+
+    NOTE(vllm): single_type_kv_cache_manager.free walks a request's blocks in reverse order
+    and BlockPool.free_blocks appends the cached ones that drop to ref 0 at the LRU tail (so a
+    request's tail is evicted before its prefix; they keep their hash for later hits) and puts
+    the uncached ones (the partial last block) at the head, in walk order, to be reused first.
+    Mutates: kv (blk, free-block queue, memo_req).
+    Returns: nothing.
+    """
+    for k in range(n - 1, -1, -1):
+        b = kv.lists[r, s, k]
+        kv.blk[r, b, BLK_REF] -= 1
+        if kv.blk[r, b, BLK_REF] == 0:
+            memo_touch_nb(kv, r, b)
+            if kv.hash[r, b] != NO_HASH:
+                _queue_push_back_nb(kv, r, b)
+    # uncached blocks: pushing to the head in forward order leaves them in walk order
+    for k in range(n):
+        b = kv.lists[r, s, k]
+        if kv.blk[r, b, BLK_REF] == 0 and kv.hash[r, b] == NO_HASH:
+            _queue_push_front_nb(kv, r, b)
+
+
+# ---- set-up ----
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def init_pool_nb(kv):
+    """Set up every replica's pool: all blocks free in id order, nothing cached, slots free.
+
+    The arrays come zeroed from allocation (np.zeros) and zero is the initial value of ref
+    counts, hashes (NO_HASH), memo marks and map keys (HT_EMPTY; a value is read only under a
+    key), so those are not written: their pages stay unmapped until a run touches them (the
+    map of a workload without shared prefixes hardly ever is).
+    Mutates: kv.
+    Returns: nothing.
+    """
+    R = kv.blk.shape[0]
+    U = kv.blk.shape[1]
+    for r in range(R):
+        for b in range(U):
+            kv.blk[r, b, BLK_DUP] = NO_ID
+            kv.blk[r, b, BLK_PREV] = b - 1
+            kv.blk[r, b, BLK_NEXT] = b + 1 if b + 1 < U else NO_ID
+        kv.memo_req[r] = NO_ID
+        kv.memo_stamp[r] = 1
+        kv.memo_next_hash[r] = NO_HASH
+        kv.fhead[r] = 0 if U > 0 else NO_ID
+        kv.ftail[r] = U - 1 if U > 0 else NO_ID
+        kv.nfree[r] = U
+        S = kv.slot_stack.shape[1]
+        for k in range(S):
+            kv.slot_stack[r, k] = S - 1 - k
+        kv.slot_top[r] = S
