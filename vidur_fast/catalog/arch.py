@@ -207,3 +207,92 @@ def unmodelled_message(m: ModelSpec) -> str:
     label = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
     verb = "is" if len(names) == 1 else "are"
     return f"{m.name} {what}; {label} timing {verb} not modelled yet"
+
+
+# ---- one device's share: tensor, pipeline and expert parallelism ----
+
+
+def _attention_params_per_device(m: ModelSpec, tp: int) -> int:
+    e = m.embedding_dim
+    if m.mla is not None:
+        # the down projections (q_a, kv_a) and their norms are replicated on every TP rank;
+        # the up projections and the output projection split the heads
+        a = m.mla
+        heads = m.q_heads_per_worker(tp)
+        qk = a.qk_nope_head_dim + a.qk_rope_head_dim
+        rep = e * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank
+        if a.q_lora_rank:
+            rep += e * a.q_lora_rank + a.q_lora_rank
+            split = a.q_lora_rank * heads * qk
+        else:
+            split = e * heads * qk
+        split += a.kv_lora_rank * heads * (a.qk_nope_head_dim + a.v_head_dim)
+        return rep + split + heads * a.v_head_dim * e
+    q = m.q_heads_per_worker(tp) * m.head_dim
+    kv = m.kv_heads_per_worker(tp) * m.head_dim
+    out = e * (q + 2 * kv) + q * e
+    if m.qkv_bias:
+        out += q + 2 * kv
+    return out
+
+
+def params_per_device(m: ModelSpec, tp: int, pp: int = 1, ep: int = 1) -> dict[str, int]:
+    """Parameters by weight group on the most loaded device of TP x PP (x EP) ranks.
+
+    Attention and dense/shared MLPs split over TP (KV heads replicated when TP exceeds them;
+    MLA's down projections replicated); with ep > 1 each rank holds ceil(experts / ep) whole
+    routed experts (vLLM's expert parallelism over TP x DP ranks), with ep = 1 every rank holds
+    all experts, each split over TP. The router and norms are replicated. Embedding and LM head
+    are vocabulary-parallel over TP: both on every device with one stage (once when tied), the
+    embedding on the first stage and the head on the last with several.
+    """
+    if tp < 1 or pp < 1 or ep < 1:
+        raise ValueError(f"tp, pp and ep must be >= 1 (got {tp}, {pp}, {ep})")
+    e = m.embedding_dim
+    attn = _attention_params_per_device(m, tp)
+    dense = -(-((3 if m.use_gated_mlp else 2) * e * m.mlp_hidden_dim) // tp)
+    experts = shared = router = 0
+    if m.moe is not None:
+        x = m.moe
+        one = 3 * e * x.expert_dim
+        experts = -(-x.num_experts // ep) * one if ep > 1 else -(-x.num_experts * one // tp)
+        shared = -(-x.num_shared_experts * 3 * e * x.shared_expert_dim // tp)
+        router = e * x.num_experts
+    kinds = mlp_kinds(m)
+    per_stage = -(-m.num_layers // pp)
+    best: dict[str, int] = {}
+    for s in range(pp):
+        layer_kinds = kinds[s * per_stage : (s + 1) * per_stage]
+        n_moe = layer_kinds.count(MOE)
+        n_dense = len(layer_kinds) - n_moe
+        vocab = -(-m.vocab_size // tp) * e
+        emb = vocab if s == 0 else 0
+        head = vocab if s == pp - 1 and not (pp == 1 and m.tie_word_embeddings) else 0
+        groups = {
+            "attention": attn * len(layer_kinds),
+            "dense_mlp": dense * n_dense,
+            "experts": experts * n_moe,
+            "shared_experts": shared * n_moe,
+            "router": router * n_moe,
+            "norms": 2 * e * len(layer_kinds),
+            "embeddings": emb,
+            "lm_head": head,
+        }
+        if not best or sum(groups.values()) > sum(best.values()):
+            best = groups
+    return best
+
+
+def kv_elements_per_token(m: ModelSpec, tp: int = 1) -> dict[str, int]:
+    """KV-cache elements one token adds on one TP rank, summed over the layers of each
+    attention kind: "full" and "sliding" (K and V of the rank's KV heads, replicated when TP
+    exceeds them) or "mla" (the compressed latent plus the rotary key, the same on every rank:
+    MLA's cache is not split across TP). MTP layers are not run, so they hold no KV."""
+    if m.mla is not None:
+        return {"mla": m.mla.kv_latent_dim * m.num_layers}
+    per_layer = 2 * m.kv_heads_per_worker(tp) * m.head_dim
+    kinds = attention_kinds(m)
+    out = {FULL: per_layer * kinds.count(FULL)}
+    if SLIDING in kinds:
+        out[SLIDING] = per_layer * kinds.count(SLIDING)
+    return out

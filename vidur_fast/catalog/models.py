@@ -86,6 +86,14 @@ class ModelSpec:
     def params_active(self) -> int:
         return self.param_count.active
 
+    def params_per_device_by_group(self, tp: int, pp: int = 1, ep: int = 1) -> dict[str, int]:
+        """Every weight group's parameters on the most loaded device (arch.params_per_device)."""
+        return arch.params_per_device(self, tp, pp, ep)
+
+    def kv_bytes_per_token_by_kind(self, tp: int = 1, dtype_bytes: int = 2) -> dict[str, int]:
+        """KV bytes one token adds on one TP rank, per attention kind (full, sliding, mla)."""
+        return {k: v * dtype_bytes for k, v in arch.kv_elements_per_token(self, tp).items()}
+
     @property
     def is_gqa(self) -> bool:
         return self.num_q_heads > self.num_kv_heads
