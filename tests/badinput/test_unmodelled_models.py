@@ -278,3 +278,18 @@ def test_refusal_in_a_subprocess(dirs):
     )  # fmt: skip
     _one_line(res.returncode, res.stderr, "num_experts=128")
     assert res.stdout == ""
+
+
+def test_validate_lists_moe_rows_as_not_simulated_with_the_feature(tmp_path, capsys):
+    p = tmp_path / "rows.csv"
+    p.write_text(
+        "model,device,tp,concurrency,isl,osl,ttft_ms,tpot_ms\n"
+        "Qwen/Qwen3-30B-A3B,h100,1,8,1024,128,90,8\n"
+        "openai/gpt-oss-120b,h100,1,8,1024,128,90,8\n"
+    )
+    assert main(["validate", str(p)]) == 0
+    out = capsys.readouterr().out
+    lines = [x for x in out.splitlines() if x.startswith("not simulated")]
+    assert len(lines) == 2, out
+    assert "num_experts=128); MoE timing is not modelled yet" in lines[0]
+    assert "sliding_window=128 on 18 of 36 layers" in lines[1]
