@@ -1,17 +1,24 @@
 """Model architecture catalog: shipped JSON entries or a local Hugging Face config.json."""
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from vidur_fast.catalog import arch
 from vidur_fast.catalog._load import load_catalog
+from vidur_fast.catalog.arch import MLASpec, MoESpec, ParamCount
 from vidur_fast.errors import ConfigError
 
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """Dense decoder-only transformer shape (what the timing and memory models need)."""
+    """Decoder-only transformer shape (what the timing and memory models need).
+
+    The fields up to `notes` describe a dense GQA model. The fields after them (all defaulted,
+    so a dense entry is unchanged) describe what else a Hugging Face config.json can state:
+    MoE layers, multi-head latent attention, sliding-window layers, multi-token-prediction
+    layers and the checkpoint's weight quantization (see docs/models.md).
+    """
 
     name: str
     num_layers: int
@@ -31,6 +38,61 @@ class ModelSpec:
     tie_word_embeddings: bool = False
     rope_theta: float = 10000.0
     notes: str = ""
+    model_type: str = ""
+    """The config.json model_type ("" for catalog entries of dense models)."""
+    mlp_layers: tuple[str, ...] = ()
+    """Per layer "dense" or "moe"; () = every layer dense."""
+    moe: MoESpec | None = None
+    mla: MLASpec | None = None
+    layer_attention: tuple[str, ...] = ()
+    """Per layer "full" or "sliding"; () = every layer full attention."""
+    sliding_window: int = 0
+    """Tokens a sliding layer attends to (0 without sliding layers)."""
+    num_mtp_layers: int = 0
+    """Multi-token-prediction layers stored with the checkpoint (counted, not run)."""
+    quantization: str = ""
+    """Weight quantization the checkpoint states ("" = stored in its bf16/fp16 dtype)."""
+    quantized_groups: tuple[str, ...] = ()
+    """Weight groups (arch.WEIGHT_GROUPS) stored at `quantization`; the rest are bf16."""
+    quant_group_size: int = 0
+    """Elements per scale of a group-quantized format (int4 weight-only), 0 otherwise."""
+
+    @property
+    def is_dense(self) -> bool:
+        """No MoE, MLA or sliding-window layers: the shape the timing model covers."""
+        return not arch.unmodelled_features(self)
+
+    def unmodelled_features(self) -> list[str]:
+        """Short names of the features the timing does not model yet (MoE, MLA, ...)."""
+        return [name for _, name in arch.unmodelled_features(self)]
+
+    def check_modelled(self, field: str = "cluster.model") -> None:
+        """Raise ConfigError naming the first feature (and its config field) that the timing
+        and engine do not model yet; a dense model passes."""
+        message = arch.unmodelled_message(self)
+        if message:
+            raise ConfigError(f"{field}: {message}")
+
+    @property
+    def param_count(self) -> ParamCount:
+        """Every weight by group (embeddings, norms, experts; MTP layers apart)."""
+        return arch.param_count(self)
+
+    @property
+    def params_total(self) -> int:
+        return self.param_count.total
+
+    @property
+    def params_active(self) -> int:
+        return self.param_count.active
+
+    def params_per_device_by_group(self, tp: int, pp: int = 1, ep: int = 1) -> dict[str, int]:
+        """Every weight group's parameters on the most loaded device (arch.params_per_device)."""
+        return arch.params_per_device(self, tp, pp, ep)
+
+    def kv_bytes_per_token_by_kind(self, tp: int = 1, dtype_bytes: int = 2) -> dict[str, int]:
+        """KV bytes one token adds on one TP rank, per attention kind (full, sliding, mla)."""
+        return {k: v * dtype_bytes for k, v in arch.kv_elements_per_token(self, tp).items()}
 
     @property
     def is_gqa(self) -> bool:
@@ -88,16 +150,28 @@ class ModelSpec:
 
 
 def list_models() -> list[str]:
-    return list(load_catalog("models"))
+    return list(load_catalog("models")) + list(load_catalog("hf_configs"))
+
+
+def _embedded(full: str) -> ModelSpec:
+    """A catalog entry: a ModelSpec JSON (models/) or an embedded config.json (hf_configs/)."""
+    dense = load_catalog("models")
+    if full in dense:
+        return ModelSpec(**dense[full])
+    from vidur_fast.catalog.hf_config import spec_from_hf
+
+    entry = load_catalog("hf_configs")[full]
+    return spec_from_hf(entry["config"], f"embedded config of {full}", full)
 
 
 def _from_hf_config(path: Path) -> ModelSpec:
-    try:
-        cfg = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"cluster.model: cannot read Hugging Face config {path}: {exc}") from None
-    if not isinstance(cfg, dict):
-        raise ConfigError(f"cluster.model: {path} must hold a JSON object (a HF config.json)")
+    from vidur_fast.catalog.hf_config import read_hf_config
+
+    return read_hf_config(path)
+
+
+def dense_from_hf(cfg: dict, path, name: str) -> ModelSpec:
+    """The dense reading of a config.json (the fields every decoder states)."""
     try:
         e = int(cfg["hidden_size"])
         qh = int(cfg["num_attention_heads"])
@@ -105,7 +179,7 @@ def _from_hf_config(path: Path) -> ModelSpec:
         arch = " ".join(cfg.get("architectures", []) or [])
         gated = "Phi" not in arch and "GPT" not in arch and act != "gelu_new"
         spec = ModelSpec(
-            name=str(cfg.get("_name_or_path") or path.resolve().parent.name or path),
+            name=name,
             num_layers=int(cfg["num_hidden_layers"]),
             num_q_heads=qh,
             num_kv_heads=int(cfg.get("num_key_value_heads", qh)),
@@ -141,13 +215,12 @@ def get_model(name: str) -> ModelSpec:
     if name.endswith(".json") or path.is_dir():
         cfg = path / "config.json" if path.is_dir() else path
         return _from_hf_config(cfg)
-    cat = load_catalog("models")
     key = name.lower()
-    for full, data in cat.items():
+    for full in list_models():
         if key in (full.lower(), full.split("/")[-1].lower()):
-            return ModelSpec(**data)
+            return _embedded(full)
     # a checkpoint name (fine-tuned, quantized): its catalog architecture, or a ConfigError
     # naming the closest catalog entries
     from vidur_fast.catalog.names import resolve_model_name
 
-    return ModelSpec(**cat[resolve_model_name(name).catalog_name])
+    return _embedded(resolve_model_name(name).catalog_name)

@@ -87,7 +87,7 @@ def _match(cat: list[str], key: str) -> str | None:
 def resolve_model_name(name: str) -> ResolvedModel:
     """The catalog architecture and stated quantization of a model name; ConfigError (one line,
     with the closest catalog names) when nothing in the catalog matches."""
-    cat = list(load_catalog("models"))
+    cat = list(load_catalog("models")) + list(load_catalog("hf_configs"))
     text = name.strip()
     exact = _match(cat, text)
     if exact is not None:

@@ -100,9 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     cmd = "simulate"
     if argv in (["-h"], ["--help"], ["help"]):
-        print(top_help())
-        return 0
-    if argv and argv[0] in COMMANDS:
+        cmd, argv = "help", []
+    elif argv and argv[0] in COMMANDS:
         cmd = argv.pop(0)
     elif argv and not argv[0].startswith("-") and ":" not in argv[0]:
         import difflib
@@ -144,6 +143,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(cmd: str, argv: list[str]) -> int:
+    if cmd == "help":
+        print(top_help())
+        return 0
     if cmd == "simulate":
         from vidur_fast.commands.simulate import cmd_simulate
 

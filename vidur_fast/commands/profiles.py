@@ -16,6 +16,7 @@ from vidur_fast.catalog import (
     list_nodes,
 )
 from vidur_fast.commands.errors import parse_args_or_raise
+from vidur_fast.commands.model_info import ProfilesModel, profiles_model
 from vidur_fast.config.predictor import PredictorConfig
 from vidur_fast.config.sim import ClusterConfig
 from vidur_fast.errors import ConfigError
@@ -157,7 +158,8 @@ def cmd_profiles(argv: list[str]) -> int:
         lambda: tyro.cli(
             Annotated[ProfilesList, tyro.conf.subcommand("list")]
             | Annotated[ProfilesBuild, tyro.conf.subcommand("build")]
-            | Annotated[ProfilesShow, tyro.conf.subcommand("show")],
+            | Annotated[ProfilesShow, tyro.conf.subcommand("show")]
+            | Annotated[ProfilesModel, tyro.conf.subcommand("model")],
             args=argv,
             prog="vidur-fast profiles",
         ),
@@ -167,4 +169,6 @@ def cmd_profiles(argv: list[str]) -> int:
         return profiles_list(sub.profile_dir)
     if isinstance(sub, ProfilesShow):
         return profiles_show(sub)
+    if isinstance(sub, ProfilesModel):
+        return profiles_model(sub)
     return profiles_build(sub)

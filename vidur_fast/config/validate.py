@@ -83,6 +83,9 @@ def validate_cluster(c: ClusterConfig) -> None:
             f"cluster.memory_model: must be one of vidur, vllm (got {c.memory_model!r})"
         )
     model = get_model(c.model)
+    # MoE, MLA and sliding-window models are read, counted and planned, but not timed yet:
+    # refuse them here rather than simulate them as dense
+    model.check_modelled("cluster.model")
     device = get_device(c.device)
     get_node(c.node or default_node_for(device.name))
     model.check_parallelism(c.tp, c.pp)

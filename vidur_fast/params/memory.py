@@ -142,3 +142,127 @@ def plan_request_slots(
     slots = max_batch * pp
     blocks = (max_tokens // block_size) * slots
     return MemoryPlan(param, avail, per_tok_all * model.num_layers // pp, blocks, max_batch, slots)
+
+
+# ---- models beyond dense GQA: MoE weights per EP rank, MLA and sliding-window KV ----
+
+# Bytes per stored weight of each format, scales included: fp8_block one fp32 scale per
+# 128x128 block, mxfp4 one E8M0 scale per 32 values, nvfp4 one fp8 scale per 16 values (the
+# per-tensor scale is negligible); int4 weight-only adds one bf16 scale per group (the
+# checkpoint's group size, 128 when unstated).
+WEIGHT_FORMAT_BYTES = {
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    "fp8_block": 1.0 + 4 / (128 * 128),
+    "int8": 1.0,
+    "mxfp4": 0.5 + 1 / 32,
+    "nvfp4": 0.5 + 1 / 16,
+}
+LINEAR_GROUPS = ("attention", "dense_mlp", "experts", "shared_experts")
+
+
+def weight_format_bytes(fmt: str, group_size: int = 0) -> float:
+    if fmt == "int4_wo":
+        return 0.5 + 2 / (group_size or 128)
+    if fmt not in WEIGHT_FORMAT_BYTES:
+        allowed = ", ".join([*WEIGHT_FORMAT_BYTES, "int4_wo"])
+        raise ConfigError(f"predictor.precision: unknown weight format {fmt!r}; allowed: {allowed}")
+    return WEIGHT_FORMAT_BYTES[fmt]
+
+
+def model_weight_bytes(
+    model: ModelSpec, tp: int, pp: int = 1, ep: int = 1, quantization: str | None = None
+) -> dict[str, int]:
+    """Weight bytes by group on the most loaded device (all experts of a rank's MoE layers).
+
+    quantization None: the checkpoint's own formats (model.quantized_groups at
+    model.quantization, every other group bf16); a format name: the linear groups (attention,
+    dense MLP, routed and shared experts) at that format, router, norms, embedding and LM head
+    bf16 (how fp8/fp4 serving of a bf16 checkpoint stores them)."""
+    groups = model.params_per_device_by_group(tp, pp, ep)
+    if quantization is None:
+        fmt, quantized = model.quantization or "bf16", model.quantized_groups
+    else:
+        fmt, quantized = quantization, LINEAR_GROUPS
+    low = weight_format_bytes(fmt, model.quant_group_size)
+    return {
+        g: int(round(n * (low if g in quantized else WEIGHT_FORMAT_BYTES["bf16"])))
+        for g, n in groups.items()
+    }
+
+
+def model_kv_bytes_per_token(model: ModelSpec, tp: int = 1, kv_dtype: str = "bf16") -> dict:
+    """KV bytes one token adds on one TP rank, per attention kind ("full", "sliding", "mla")."""
+    _check_dtype("predictor.kv_cache_dtype", kv_dtype)
+    return model.kv_bytes_per_token_by_kind(tp, BYTES[kv_dtype])
+
+
+def kv_bytes_per_sequence(
+    model: ModelSpec, tp: int, seq_len: int, kv_dtype: str = "bf16", block_size: int = 16
+) -> int:
+    """KV bytes of one sequence of seq_len tokens on one TP rank (all layers), in whole blocks:
+    full-attention and MLA layers hold every token, sliding layers at most the window (the
+    blocks a window of sliding_window tokens can touch: ceil((window - 1) / block) + 1)."""
+    per_kind = model_kv_bytes_per_token(model, tp, kv_dtype)
+    blocks = -(-seq_len // block_size)
+    out = 0
+    for kind, per_tok in per_kind.items():
+        n = blocks
+        if kind == "sliding":
+            n = min(blocks, -(-(model.sliding_window - 1) // block_size) + 1)
+        out += n * block_size * per_tok
+    return out
+
+
+@dataclass(frozen=True)
+class ModelMemoryPlan:
+    """Memory of one device serving a model at one sequence length."""
+
+    weight_bytes: dict
+    """Bytes by weight group on the most loaded device."""
+    available_bytes: int
+    """Device memory after the margin and runtime bytes."""
+    kv_bytes_per_token: dict
+    """Per attention kind, one token on one TP rank."""
+    kv_bytes_per_sequence: int
+    max_sequences: int
+    """Sequences of seq_len tokens whose KV fits beside the weights."""
+
+    @property
+    def total_weight_bytes(self) -> int:
+        return sum(self.weight_bytes.values())
+
+
+def plan_model_memory(
+    model: ModelSpec,
+    device: DeviceSpec,
+    tp: int,
+    seq_len: int,
+    pp: int = 1,
+    ep: int = 1,
+    block_size: int = 16,
+    margin: float = 0.1,
+    kv_dtype: str = "bf16",
+    quantization: str | None = None,
+    runtime_bytes: int = 0,
+) -> ModelMemoryPlan:
+    """How many sequences of seq_len tokens fit on one device next to its weights (every
+    architecture: MoE experts per EP rank, MLA's compressed KV, sliding windows bounded)."""
+    weights = model_weight_bytes(model, tp, pp, ep, quantization)
+    param = sum(weights.values())
+    avail = int(device.memory_bytes * (1.0 - margin)) - runtime_bytes
+    if avail <= param:
+        raise ConfigError(
+            f"cluster: {model.name} weights need {param / 2**30:.1f} GiB per GPU at TP {tp} "
+            f"PP {pp} EP {ep}, more than the {avail / 2**30:.1f} GiB usable on {device.name}"
+        )
+    per_seq = kv_bytes_per_sequence(model, tp, seq_len, kv_dtype, block_size)
+    per_seq = -(-per_seq // pp)  # layers split evenly over the stages
+    return ModelMemoryPlan(
+        weight_bytes=weights,
+        available_bytes=avail,
+        kv_bytes_per_token=model_kv_bytes_per_token(model, tp, kv_dtype),
+        kv_bytes_per_sequence=per_seq,
+        max_sequences=int((avail - param) // per_seq),
+    )

@@ -95,6 +95,7 @@ def build_timing(
     """
     validate_predictor(cfg)
     spec = model if isinstance(model, ModelSpec) else get_model(model)
+    spec.check_modelled()  # the operator tables below are those of dense GQA layers
     spec.check_parallelism(tp, pp)
     dev = device if isinstance(device, DeviceSpec) else get_device(device)
     if node is None:

@@ -122,3 +122,22 @@ def test_rejected_requests_are_announced_with_their_bound(tmp_path, capsys):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["rejected_by_reason"]["max_len"]["count"] == 10
     assert summary["run"]["scheduler"] == "vllm_v1" and summary["run"]["requests"] == 30
+
+
+def test_top_level_help_lists_every_command(capsys):
+    from vidur_fast.commands.main import COMMANDS, main
+
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for command in COMMANDS:
+        assert f"\n  {command} " in out, command
+    assert "common invocations" in out and len(max(out.splitlines(), key=len)) <= 100
+
+
+def test_a_misspelt_command_gets_a_suggestion(capsys):
+    from vidur_fast.commands.main import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["simlate"])
+    assert exc.value.code == 2
+    assert "did you mean 'simulate'" in capsys.readouterr().err

@@ -1,0 +1,298 @@
+"""Architecture parts beyond a dense GQA decoder: mixture-of-experts MLPs, multi-head latent
+attention, per-layer kinds, and the parameter counts of a whole model.
+
+A `ModelSpec` with none of these parts is a dense model and is counted exactly as before; the
+counts here (`param_count`) cover every weight (embeddings, norms, biases included), which is
+what model cards publish, while `ModelSpec.params_per_device` keeps the transformer-layer GEMM
+weights the timing and memory models of dense models have always used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vidur_fast.catalog.models import ModelSpec
+
+# Per-layer kinds
+DENSE, MOE = "dense", "moe"
+FULL, SLIDING = "full", "sliding"
+# Weight groups (quantization is stated per group)
+WEIGHT_GROUPS = (
+    "attention",
+    "dense_mlp",
+    "experts",
+    "shared_experts",
+    "router",
+    "embeddings",
+    "lm_head",
+)
+
+
+@dataclass(frozen=True)
+class MoESpec:
+    """The routed (and shared) experts of the MoE layers."""
+
+    num_experts: int
+    """Routed experts per MoE layer."""
+    top_k: int
+    """Routed experts each token goes through."""
+    expert_dim: int
+    """Intermediate width of one routed expert (a gated MLP)."""
+    num_shared_experts: int = 0
+    """Shared experts every token goes through."""
+    shared_expert_dim: int = 0
+    """Intermediate width of one shared expert."""
+    field: str = "num_experts"
+    """The config.json field that stated the expert count (for messages)."""
+
+
+@dataclass(frozen=True)
+class MLASpec:
+    """Multi-head latent attention (DeepSeek-V2/V3): K and V live in one compressed latent."""
+
+    kv_lora_rank: int
+    q_lora_rank: int
+    """0: queries projected directly (no low-rank query path)."""
+    qk_rope_head_dim: int
+    qk_nope_head_dim: int
+    v_head_dim: int
+
+    @property
+    def kv_latent_dim(self) -> int:
+        """Elements cached per token and layer: the latent plus the shared rotary key."""
+        return self.kv_lora_rank + self.qk_rope_head_dim
+
+
+@dataclass(frozen=True)
+class ParamCount:
+    """Parameters of a model by weight group (counts, not bytes)."""
+
+    embedding: int
+    lm_head: int
+    attention: int
+    dense_mlp: int
+    experts: int
+    """All routed experts of all MoE layers."""
+    experts_active: int
+    """The top-k routed experts a token goes through, over all MoE layers."""
+    shared_experts: int
+    router: int
+    norms: int
+    mtp: int
+    """Multi-token-prediction layers (stored, counted apart, not run)."""
+
+    @property
+    def total(self) -> int:
+        """Every weight of the main model (MTP layers excluded: see `mtp`)."""
+        return (
+            self.embedding + self.lm_head + self.attention + self.dense_mlp + self.experts
+            + self.shared_experts + self.router + self.norms
+        )  # fmt: skip
+
+    @property
+    def active(self) -> int:
+        """Weights one token goes through, input embedding and LM head included (the convention
+        of most model cards; gpt-oss's card leaves out the input embedding)."""
+        return self.total - self.experts + self.experts_active
+
+
+def _gated_mlp(e: int, width: int) -> int:
+    return 3 * e * width
+
+
+def attention_params(m: ModelSpec) -> int:
+    """Attention weights of one layer (projections and their biases, q/k norms)."""
+    e = m.embedding_dim
+    if m.mla is not None:
+        a, qh = m.mla, m.num_q_heads
+        qk = a.qk_nope_head_dim + a.qk_rope_head_dim
+        if a.q_lora_rank:
+            q = e * a.q_lora_rank + a.q_lora_rank + a.q_lora_rank * qh * qk
+        else:
+            q = e * qh * qk
+        kv = e * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank
+        kv += a.kv_lora_rank * qh * (a.qk_nope_head_dim + a.v_head_dim)
+        return q + kv + qh * a.v_head_dim * e
+    qkv_out = m.q_dim + 2 * m.kv_dim
+    out = e * qkv_out + m.q_dim * e
+    if m.qkv_bias:
+        out += qkv_out
+    if m.qk_norm:
+        out += 2 * m.head_dim
+    return out
+
+
+def moe_layer_params(m: ModelSpec) -> tuple[int, int, int, int]:
+    """(routed experts, top-k routed experts, shared experts, router) of one MoE layer."""
+    x, e = m.moe, m.embedding_dim
+    one = _gated_mlp(e, x.expert_dim)
+    shared = x.num_shared_experts * _gated_mlp(e, x.shared_expert_dim)
+    return x.num_experts * one, x.top_k * one, shared, e * x.num_experts
+
+
+def dense_mlp_params(m: ModelSpec) -> int:
+    return (3 if m.use_gated_mlp else 2) * m.embedding_dim * m.mlp_hidden_dim
+
+
+def mlp_kinds(m: ModelSpec) -> tuple[str, ...]:
+    return m.mlp_layers or (DENSE,) * m.num_layers
+
+
+def attention_kinds(m: ModelSpec) -> tuple[str, ...]:
+    return m.layer_attention or (FULL,) * m.num_layers
+
+
+def param_count(m: ModelSpec) -> ParamCount:
+    e = m.embedding_dim
+    kinds = mlp_kinds(m)
+    n_moe = kinds.count(MOE)
+    n_dense = len(kinds) - n_moe
+    experts = active = shared = router = 0
+    if m.moe is not None:
+        experts, active, shared, router = (n_moe * v for v in moe_layer_params(m))
+    attn = attention_params(m)
+    norms = 2 * e * m.num_layers + e
+    mtp = 0
+    if m.num_mtp_layers:
+        # one decoder layer (MoE when the model has experts) plus the projection of the
+        # concatenated [embedding; hidden] rows and its norms
+        layer = attn + 2 * e
+        if m.moe is not None:
+            layer += sum(moe_layer_params(m)[i] for i in (0, 2, 3))
+        else:
+            layer += dense_mlp_params(m)
+        mtp = m.num_mtp_layers * (layer + 2 * e * e + 3 * e)
+    vocab = m.vocab_size * e
+    return ParamCount(
+        embedding=vocab,
+        lm_head=0 if m.tie_word_embeddings else vocab,
+        attention=attn * m.num_layers,
+        dense_mlp=n_dense * dense_mlp_params(m),
+        experts=experts,
+        experts_active=active,
+        shared_experts=shared,
+        router=router,
+        norms=norms,
+        mtp=mtp,
+    )
+
+
+def unmodelled_features(m: ModelSpec) -> list[tuple[str, str]]:
+    """What the timing and engine do not model yet: (what the model is, naming the config
+    field; the short name of the feature), one pair per feature."""
+    out = []
+    if m.moe is not None:
+        out.append((f"is a mixture-of-experts model ({m.moe.field}={m.moe.num_experts})", "MoE"))
+    if m.mla is not None:
+        out.append((f"uses multi-head latent attention (kv_lora_rank={m.mla.kv_lora_rank})", "MLA"))
+    n_sliding = attention_kinds(m).count(SLIDING)
+    if n_sliding:
+        out.append((
+            f"uses sliding-window attention (sliding_window={m.sliding_window} on {n_sliding} "
+            f"of {m.num_layers} layers)",
+            "sliding-window",
+        ))  # fmt: skip
+    return out
+
+
+def unmodelled_message(m: ModelSpec) -> str:
+    """One sentence for all unmodelled features ("" for a model the timing covers)."""
+    parts = unmodelled_features(m)
+    if not parts:
+        return ""
+    what = " and ".join(p for p, _ in parts)
+    names = [n for _, n in parts]
+    label = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    verb = "is" if len(names) == 1 else "are"
+    return f"{m.name} {what}; {label} timing {verb} not modelled yet"
+
+
+# ---- one device's share: tensor, pipeline and expert parallelism ----
+
+
+def _attention_params_per_device(m: ModelSpec, tp: int) -> int:
+    e = m.embedding_dim
+    if m.mla is not None:
+        # the down projections (q_a, kv_a) and their norms are replicated on every TP rank;
+        # the up projections and the output projection split the heads
+        a = m.mla
+        heads = m.q_heads_per_worker(tp)
+        qk = a.qk_nope_head_dim + a.qk_rope_head_dim
+        rep = e * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank
+        if a.q_lora_rank:
+            rep += e * a.q_lora_rank + a.q_lora_rank
+            split = a.q_lora_rank * heads * qk
+        else:
+            split = e * heads * qk
+        split += a.kv_lora_rank * heads * (a.qk_nope_head_dim + a.v_head_dim)
+        return rep + split + heads * a.v_head_dim * e
+    q = m.q_heads_per_worker(tp) * m.head_dim
+    kv = m.kv_heads_per_worker(tp) * m.head_dim
+    out = e * (q + 2 * kv) + q * e
+    if m.qkv_bias:
+        out += q + 2 * kv
+    return out
+
+
+def params_per_device(m: ModelSpec, tp: int, pp: int = 1, ep: int = 1) -> dict[str, int]:
+    """Parameters by weight group on the most loaded device of TP x PP (x EP) ranks.
+
+    Attention and dense/shared MLPs split over TP (KV heads replicated when TP exceeds them;
+    MLA's down projections replicated); with ep > 1 each rank holds ceil(experts / ep) whole
+    routed experts (vLLM's expert parallelism over TP x DP ranks), with ep = 1 every rank holds
+    all experts, each split over TP. The router and norms are replicated. Embedding and LM head
+    are vocabulary-parallel over TP: both on every device with one stage (once when tied), the
+    embedding on the first stage and the head on the last with several.
+    """
+    if tp < 1 or pp < 1 or ep < 1:
+        raise ValueError(f"tp, pp and ep must be >= 1 (got {tp}, {pp}, {ep})")
+    e = m.embedding_dim
+    attn = _attention_params_per_device(m, tp)
+    dense = -(-((3 if m.use_gated_mlp else 2) * e * m.mlp_hidden_dim) // tp)
+    experts = shared = router = 0
+    if m.moe is not None:
+        x = m.moe
+        one = 3 * e * x.expert_dim
+        experts = -(-x.num_experts // ep) * one if ep > 1 else -(-x.num_experts * one // tp)
+        shared = -(-x.num_shared_experts * 3 * e * x.shared_expert_dim // tp)
+        router = e * x.num_experts
+    kinds = mlp_kinds(m)
+    per_stage = -(-m.num_layers // pp)
+    best: dict[str, int] = {}
+    for s in range(pp):
+        layer_kinds = kinds[s * per_stage : (s + 1) * per_stage]
+        n_moe = layer_kinds.count(MOE)
+        n_dense = len(layer_kinds) - n_moe
+        vocab = -(-m.vocab_size // tp) * e
+        emb = vocab if s == 0 else 0
+        head = vocab if s == pp - 1 and not (pp == 1 and m.tie_word_embeddings) else 0
+        groups = {
+            "attention": attn * len(layer_kinds),
+            "dense_mlp": dense * n_dense,
+            "experts": experts * n_moe,
+            "shared_experts": shared * n_moe,
+            "router": router * n_moe,
+            "norms": 2 * e * len(layer_kinds),
+            "embeddings": emb,
+            "lm_head": head,
+        }
+        if not best or sum(groups.values()) > sum(best.values()):
+            best = groups
+    return best
+
+
+def kv_elements_per_token(m: ModelSpec, tp: int = 1) -> dict[str, int]:
+    """KV-cache elements one token adds on one TP rank, summed over the layers of each
+    attention kind: "full" and "sliding" (K and V of the rank's KV heads, replicated when TP
+    exceeds them) or "mla" (the compressed latent plus the rotary key, the same on every rank:
+    MLA's cache is not split across TP). MTP layers are not run, so they hold no KV."""
+    if m.mla is not None:
+        return {"mla": m.mla.kv_latent_dim * m.num_layers}
+    per_layer = 2 * m.kv_heads_per_worker(tp) * m.head_dim
+    kinds = attention_kinds(m)
+    out = {FULL: per_layer * kinds.count(FULL)}
+    if SLIDING in kinds:
+        out[SLIDING] = per_layer * kinds.count(SLIDING)
+    return out
