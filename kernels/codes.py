@@ -30,6 +30,13 @@ class RouterPolicy(IntEnum):
     STICKY = 4
     PREFIX_AWARE = 5
     LEAST_WAITING = 6
+    LOP_BINARY = 7
+    LOP_BATCH_END = 8
+    LOP_UNCACHED = 9
+    STICKY_ROUND_ROBIN = 10
+    STICKY_LOR = 11
+    TOLERANT_STICKY_LOP_UNCACHED = 12
+    RANKED_STICKY_LOP_UNCACHED = 13
 
 
 # ---- statuses ----

@@ -23,7 +23,12 @@ from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_MS
 from vidur_fast.kernels.event_tree import tree_build_nb, tree_set_nb, tree_top_nb
 from vidur_fast.kernels.kv import free_request_nb
 from vidur_fast.kernels.queues import wq_push_back_nb, wq_remove_nb
-from vidur_fast.kernels.router import on_prefill_end_nb, on_request_end_nb, route_request_nb
+from vidur_fast.kernels.router import (
+    on_batch_end_nb,
+    on_prefill_end_nb,
+    on_request_end_nb,
+    route_request_nb,
+)
 from vidur_fast.kernels.sched import (
     after_completion_nb,
     after_step_nb,
@@ -246,6 +251,7 @@ def _finish_batch_nb(reps, kv, reqs, hist, cl, p, r, s, now_ns):
                 after_completion_nb(reps, p, r, i)
         elif not after_step_nb(reps, reqs, p, r, i, reps.bat_seq[r, s]):
             return -1
+    on_batch_end_nb(reps, p, r, s)
     reps.bat_n[r, s] = 0
     reps.bat_end[r, s] = NEVER
     reps.inflight[r] -= 1

@@ -43,6 +43,7 @@ class Reqs(NamedTuple):
     placeholders: np.ndarray  # int64, v1 async: sampled tokens in flight (output placeholders)
     tok_stale: np.ndarray  # int64, v1 async: in-flight tokens scheduled before a preemption
     u_route: np.ndarray  # float64, pre-drawn uniform in [0, 1) for the random router
+    route_load: np.ndarray  # int64, what the router added to its replica's load at routing
 
 
 class Reps(NamedTuple):
@@ -165,6 +166,9 @@ class SchedParams(NamedTuple):
     max_imbalance_tokens: int = 0  # prefix_aware router: pending-prefill tokens above the
     # least loaded
     async_scheduling: int = 0  # vllm_v1: form step N+1 before step N's outputs are applied
+    router_tolerance_factor: float = 2.0  # tolerant_sticky_lop_uncached: stay while the
+    # session's replica's imbalance is within this factor of the smallest
+    router_top_k: int = 2  # ranked_sticky_lop_uncached: stay while among the k best
 
 
 def max_running(p: SchedParams) -> int:

@@ -7,7 +7,12 @@ import numpy as np
 
 from vidur_fast.catalog import default_node_for, get_device, get_model, get_node
 from vidur_fast.config.convert import field_types, member_name, union_members
-from vidur_fast.config.sim import PrefixAwareRouter, SimConfig, StickyRouter, VllmV1Scheduler
+from vidur_fast.config.sim import (
+    SESSION_ROUTER_TYPES,
+    PrefixAwareRouter,
+    SimConfig,
+    VllmV1Scheduler,
+)
 from vidur_fast.config.validate import validate_config
 from vidur_fast.config.workload import ClosedLoopWorkload
 from vidur_fast.engine.run import run_engine
@@ -44,9 +49,10 @@ def _needs_hashes(cfg: SimConfig) -> bool:
 
 def _check_workload_for_router(cfg: SimConfig, wl) -> None:
     """A router whose input the workload lacks is refused (it would silently act as another)."""
-    if isinstance(cfg.router, StickyRouter) and not wl.has_sessions:
+    if isinstance(cfg.router, SESSION_ROUTER_TYPES) and not wl.has_sessions:
+        name = member_name(union_members(field_types(SimConfig)["router"]), cfg.router)
         raise ConfigError(
-            "router: sticky needs session ids in the workload (a trace with a session_id "
+            f"router: {name} needs session ids in the workload (a trace with a session_id "
             "column); this workload has none"
         )
     if isinstance(cfg.router, PrefixAwareRouter) and not wl.has_hashes:

@@ -71,7 +71,7 @@ def replay_reference(case_dir: Path):
     )
     sched = VllmV1(p, pool)
     rep = Replica(rid=0, sched=sched, pp=1, stage_free=[0])
-    router = Router(p.router, 1)
+    router = Router(p)
     time_mode = cfg["arrival"] == "time"
     base, per_tok = float(cfg["step_time_base"]), float(cfg["step_time_per_token"])
     dependents: dict[str, list[int]] = {}

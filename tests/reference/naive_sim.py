@@ -58,6 +58,7 @@ class InFlight:
     seq: int
     end_ns: int
     items: list
+    prefill_tokens: int = 0
 
 
 @dataclass
@@ -119,7 +120,7 @@ def _launch(rep: Replica, items, now_ns, grids, tparams, p, preempted, cached, l
             req.last_stage_end_ns = end
         req.model_ns += model_ns
     end = stage_times[-1][1]
-    rep.batches.append(InFlight(rep.n_formed, end, items))
+    rep.batches.append(InFlight(rep.n_formed, end, items, feats[6]))
     rep.n_formed += 1
     log.append(
         BatchRecord(
@@ -151,6 +152,7 @@ def _finish(rep: Replica, batch: InFlight, now_ns, router, v1: bool) -> None:
             router.on_request_end(req)
             finished.add(req.rid)
     rep.sched.on_batch_end(batch.items, finished)
+    router.on_batch_end(rep.rid, batch.prefill_tokens)
     rep.batches.remove(batch)
 
 
@@ -207,7 +209,7 @@ def naive_sim(
         )
         for r in range(p.num_replicas)
     ]
-    router = Router(p.router, p.num_replicas, p.max_imbalance_tokens)
+    router = Router(p)
     log: list[BatchRecord] = []
     nxt = 0
     while True:

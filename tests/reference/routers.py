@@ -1,21 +1,43 @@
-"""Routers of the reference: round_robin, random (pre-drawn uniforms), lor, lop,
-least_waiting, sticky (sessions pinned to a replica) and prefix_aware (longest cached prefix
-among replicas whose load is close to the least loaded)."""
+"""Routers of the reference: round_robin, random (pre-drawn uniforms), lor, lop, least_waiting,
+sticky (sessions pinned to a replica, new ones by lop), prefix_aware (longest cached prefix
+among replicas whose load is close to the least loaded), and Vidur canary's lop_binary,
+lop_batch_end, lop_uncached, sticky_round_robin, sticky_lor, tolerant_sticky_lop_uncached and
+ranked_sticky_lop_uncached. Ties go to the lowest replica id."""
 
-from vidur_fast.kernels.codes import RouterPolicy
+from vidur_fast.kernels.codes import RouterPolicy as P
 
-# routers whose load is prompt tokens routed and not yet through their prefill
-_PREFILL_LOAD = (RouterPolicy.LOP, RouterPolicy.STICKY, RouterPolicy.PREFIX_AWARE)
+# routers whose load of a request lasts until its first prefill ends
+_UNTIL_PREFILL_END = (
+    P.LOP,
+    P.STICKY,
+    P.PREFIX_AWARE,
+    P.LOP_BINARY,
+    P.LOP_UNCACHED,
+    P.TOLERANT_STICKY_LOP_UNCACHED,
+    P.RANKED_STICKY_LOP_UNCACHED,
+)
+_UNCACHED = (P.LOP_UNCACHED, P.TOLERANT_STICKY_LOP_UNCACHED, P.RANKED_STICKY_LOP_UNCACHED)
+_SESSIONS = (
+    P.STICKY,
+    P.STICKY_ROUND_ROBIN,
+    P.STICKY_LOR,
+    P.TOLERANT_STICKY_LOP_UNCACHED,
+    P.RANKED_STICKY_LOP_UNCACHED,
+)
 
 
 class Router:
-    def __init__(self, policy: int, n_replicas: int, imbalance: int = 0):
-        self.policy = policy
-        self.n = n_replicas
-        self.imbalance = imbalance  # prefix_aware: allowed load above the least loaded
+    def __init__(self, p):
+        self.policy = p.router
+        self.n = p.num_replicas
+        self.imbalance = p.max_imbalance_tokens  # prefix_aware
+        self.tolerance = p.router_tolerance_factor
+        self.top_k = p.router_top_k
+        self.block_size = p.block_size
         self.counter = 0
-        self.pending = [0] * n_replicas  # lor: requests; else prompt tokens before prefill end
-        self.session_replica: dict[int, int] = {}  # sticky
+        self.pending = [0] * self.n  # the router's load of each replica
+        self.load: dict[int, int] = {}  # request id -> what it added to its replica's load
+        self.session_replica: dict[int, int] = {}
 
     def _least_loaded(self) -> int:
         return min(range(self.n), key=lambda k: (self.pending[k], k))
@@ -32,37 +54,76 @@ class Router:
             return least
         return min((r for r in close if cached[r] == best_len), key=lambda r: (self.pending[r], r))
 
-    def route(self, req, u: float, waiting_lengths, pools) -> int:
-        if self.n == 1:
-            r = 0
-        elif self.policy == RouterPolicy.ROUND_ROBIN:
+    def _uncached(self, req, pools, r) -> int:
+        return req.prompt - pools[r].longest_cached_prefix(req) * self.block_size
+
+    def _imbalances(self, req, pools) -> list[int]:
+        """max - min of the loads if replica r took req's uncached prompt, for every r."""
+        out = []
+        for r in range(self.n):
+            loads = list(self.pending)
+            loads[r] += self._uncached(req, pools, r)
+            out.append(max(loads) - min(loads))
+        return out
+
+    def _keeps(self, req, pools, pinned: int) -> bool:
+        imb = self._imbalances(req, pools)
+        if self.policy == P.TOLERANT_STICKY_LOP_UNCACHED:
+            return imb[pinned] <= self.tolerance * min(imb)
+        ranked = sorted(range(self.n), key=lambda r: (imb[r], r))
+        return ranked.index(pinned) < self.top_k
+
+    def _choose(self, req, u, waiting_lengths, pools) -> int:
+        policy = self.policy
+        if policy in (P.ROUND_ROBIN, P.STICKY_ROUND_ROBIN):
             r = self.counter % self.n
             self.counter += 1
-        elif self.policy == RouterPolicy.RANDOM:
-            r = min(int(u * self.n), self.n - 1)
-        elif self.policy == RouterPolicy.LEAST_WAITING:
-            r = min(range(self.n), key=lambda k: (waiting_lengths[k], k))
-        elif self.policy == RouterPolicy.STICKY:
-            if req.session in self.session_replica:
-                r = self.session_replica[req.session]
-            else:
-                r = self._least_loaded()
-                if req.session >= 0:
-                    self.session_replica[req.session] = r
-        elif self.policy == RouterPolicy.PREFIX_AWARE:
-            r = self._prefix_aware(req, pools)
+            return r
+        if policy == P.RANDOM:
+            return min(int(u * self.n), self.n - 1)
+        if policy == P.LEAST_WAITING:
+            return min(range(self.n), key=lambda k: (waiting_lengths[k], k))
+        if policy == P.PREFIX_AWARE:
+            return self._prefix_aware(req, pools)
+        if policy in _UNCACHED:
+            imb = self._imbalances(req, pools)
+            return min(range(self.n), key=lambda r: (imb[r], r))
+        return self._least_loaded()
+
+    def route(self, req, u: float, waiting_lengths, pools) -> int:
+        pinned = self.session_replica.get(req.session) if self.policy in _SESSIONS else None
+        if self.n == 1:
+            r = 0
+        elif pinned is not None and (
+            self.policy in (P.STICKY, P.STICKY_ROUND_ROBIN, P.STICKY_LOR)
+            or self._keeps(req, pools, pinned)
+        ):
+            r = pinned
         else:
-            r = self._least_loaded()
-        if self.policy == RouterPolicy.LOR:
-            self.pending[r] += 1
-        elif self.policy in _PREFILL_LOAD:
-            self.pending[r] += req.prompt_asked
+            r = self._choose(req, u, waiting_lengths, pools)
+        if self.policy in _SESSIONS and req.session >= 0:
+            self.session_replica[req.session] = r
+        if self.policy in (P.LOR, P.STICKY_LOR, P.LOP_BINARY):
+            load = 1
+        elif self.policy in _UNCACHED:
+            load = self._uncached(req, pools, r)
+        elif self.policy in _UNTIL_PREFILL_END or self.policy == P.LOP_BATCH_END:
+            load = req.prompt
+        else:
+            load = 0
+        self.pending[r] += load
+        self.load[req.rid] = load
         return r
 
     def on_prefill_end(self, req) -> None:
-        if self.policy in _PREFILL_LOAD:
-            self.pending[req.replica] -= req.prompt_asked
+        if self.policy in _UNTIL_PREFILL_END:
+            self.pending[req.replica] -= self.load[req.rid]
+
+    def on_batch_end(self, replica: int, prefill_tokens: int) -> None:
+        """lop_batch_end: a finished batch takes its prompt tokens off the load."""
+        if self.policy == P.LOP_BATCH_END:
+            self.pending[replica] -= prefill_tokens
 
     def on_request_end(self, req) -> None:
-        if self.policy == RouterPolicy.LOR:
+        if self.policy in (P.LOR, P.STICKY_LOR):
             self.pending[req.replica] -= 1

@@ -69,7 +69,7 @@ def vidur_event_sim(arrival_ns, prompt, decode, p, grids, tparams, u_route, sess
         _Replica(SCHEDULERS[policy](p, CountedBlockPool(p.usable_blocks)), pp)
         for _ in range(p.num_replicas)
     ]
-    router = Router(p.router, p.num_replicas, p.max_imbalance_tokens)
+    router = Router(p)
     heap: list = []
     seq = itertools.count()
 
@@ -138,7 +138,7 @@ def vidur_event_sim(arrival_ns, prompt, decode, p, grids, tparams, u_route, sess
             else:
                 push(t, STAGE_ARRIVAL, r, st + 1, batch)
         else:  # BATCH_END
-            r, (items, _) = args
+            r, (items, feats) = args
             rep = reps[r]
             finished = set()
             for req, n in items:
@@ -152,6 +152,7 @@ def vidur_event_sim(arrival_ns, prompt, decode, p, grids, tparams, u_route, sess
                     router.on_request_end(req)
                     finished.add(req.rid)
             rep.sched.on_batch_end(items, finished)
+            router.on_batch_end(r, feats[6])
             rep.running -= 1
             push(t, REPLICA_SCHEDULE, r)
     return reqs

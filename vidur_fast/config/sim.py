@@ -182,6 +182,56 @@ class PrefixAwareRouter:
     """Outstanding prefill tokens a replica may have above the least loaded and still win."""
 
 
+@dataclass(frozen=True)
+class LopBinaryRouter:
+    """Fewest requests routed whose prefill has not completed (Vidur canary's lop_binary)."""
+
+
+@dataclass(frozen=True)
+class LopBatchEndRouter:
+    """Least load, where the load is prompt tokens routed less the prompt tokens of every batch
+    the replica finished; tokens served from the prefix cache are never taken off, so cached
+    replicas look busier (Vidur canary's lop_batch_end)."""
+
+
+@dataclass(frozen=True)
+class LopUncachedRouter:
+    """Least imbalance of the loads (max - min) after adding the prompt tokens the replica does
+    not hold in its prefix cache; those tokens are its load until the prefill completes (Vidur
+    canary's lop_uncached)."""
+
+
+@dataclass(frozen=True)
+class StickyRoundRobinRouter:
+    """Sessions pinned to a replica; new sessions (and requests without one) by round robin.
+    Needs session ids in the workload."""
+
+
+@dataclass(frozen=True)
+class StickyLorRouter:
+    """Sessions pinned to a replica; new sessions (and requests without one) by lor. Needs
+    session ids in the workload."""
+
+
+@dataclass(frozen=True)
+class TolerantStickyLopUncachedRouter:
+    """lop_uncached with sessions pinned while their replica's imbalance stays within
+    tolerance_factor times the smallest; beyond it the session moves to the least-imbalance
+    replica. Needs session ids in the workload."""
+
+    tolerance_factor: float = 2.0
+    """How much worse than the best the session's replica may be and keep it (> 0)."""
+
+
+@dataclass(frozen=True)
+class RankedStickyLopUncachedRouter:
+    """lop_uncached with sessions pinned while their replica ranks among the top_k by
+    imbalance; otherwise the session moves to the best. Needs session ids in the workload."""
+
+    top_k: int = 2
+    """How many best-ranked replicas keep a session (>= 1)."""
+
+
 Router = (
     Annotated[RoundRobinRouter, tyro.conf.subcommand("round_robin")]
     | Annotated[RandomRouter, tyro.conf.subcommand("random")]
@@ -190,6 +240,24 @@ Router = (
     | Annotated[LeastOutstandingPrefillRouter, tyro.conf.subcommand("lop")]
     | Annotated[StickyRouter, tyro.conf.subcommand("sticky")]
     | Annotated[PrefixAwareRouter, tyro.conf.subcommand("prefix_aware")]
+    | Annotated[LopBinaryRouter, tyro.conf.subcommand("lop_binary")]
+    | Annotated[LopBatchEndRouter, tyro.conf.subcommand("lop_batch_end")]
+    | Annotated[LopUncachedRouter, tyro.conf.subcommand("lop_uncached")]
+    | Annotated[StickyRoundRobinRouter, tyro.conf.subcommand("sticky_round_robin")]
+    | Annotated[StickyLorRouter, tyro.conf.subcommand("sticky_lor")]
+    | Annotated[
+        TolerantStickyLopUncachedRouter, tyro.conf.subcommand("tolerant_sticky_lop_uncached")
+    ]
+    | Annotated[RankedStickyLopUncachedRouter, tyro.conf.subcommand("ranked_sticky_lop_uncached")]
+)
+
+# routers that pin sessions, and so need session ids in the workload
+SESSION_ROUTER_TYPES = (
+    StickyRouter,
+    StickyRoundRobinRouter,
+    StickyLorRouter,
+    TolerantStickyLopUncachedRouter,
+    RankedStickyLopUncachedRouter,
 )
 
 # ---- cluster and outputs ----

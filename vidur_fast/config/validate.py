@@ -19,8 +19,10 @@ from vidur_fast.config.sim import (
     OrcaScheduler,
     OutputConfig,
     PrefixAwareRouter,
+    RankedStickyLopUncachedRouter,
     SarathiScheduler,
     SimConfig,
+    TolerantStickyLopUncachedRouter,
     VllmV0Scheduler,
     VllmV1Scheduler,
 )
@@ -160,6 +162,15 @@ def validate_scheduler(s, c: ClusterConfig) -> None:
 
 def validate_router(cfg: SimConfig) -> None:
     """Router fields, and what the router needs from the scheduler."""
+    router = cfg.router
+    if isinstance(router, TolerantStickyLopUncachedRouter):
+        f = router.tolerance_factor
+        if not (isinstance(f, int | float) and math.isfinite(f) and f > 0):
+            raise ConfigError(f"router.tolerance_factor: must be a finite number > 0 (got {f})")
+    if isinstance(router, RankedStickyLopUncachedRouter):
+        k = router.top_k
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ConfigError(f"router.top_k: must be an integer >= 1 (got {k!r})")
     if isinstance(cfg.router, PrefixAwareRouter):
         s = cfg.scheduler
         if not (isinstance(s, VllmV1Scheduler) and s.enable_prefix_caching):

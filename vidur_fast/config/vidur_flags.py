@@ -24,8 +24,10 @@ from vidur_fast.config.sim import (
     LightLLMScheduler,
     OrcaScheduler,
     OutputConfig,
+    RankedStickyLopUncachedRouter,
     SarathiScheduler,
     SimConfig,
+    TolerantStickyLopUncachedRouter,
     VllmV0Scheduler,
     VllmV1Scheduler,
 )
@@ -153,7 +155,7 @@ CACHE_FLAGS = {
 CACHE_HASH_ALGOS = ("builtin", "sha256")
 # Vidur router -> config router. Main's lor counts only the waiting queue; canary's counts the
 # requests routed and not finished; canary's guide describes sticky as "pin the session, new
-# sessions by lop"
+# sessions by lop"; the other canary routers have config routers of the same name
 ROUTERS = {
     MAIN: {"round_robin": "round_robin", "random": "random", "lor": "least_waiting"},
     CANARY: {
@@ -162,18 +164,23 @@ ROUTERS = {
         "lor": "lor",
         "lop": "lop",
         "sticky": "sticky",
+        "lop_binary": "lop_binary",
+        "lop_batch_end": "lop_batch_end",
+        "lop_uncached": "lop_uncached",
+        "sticky_round_robin": "sticky_round_robin",
+        "sticky_lor": "sticky_lor",
+        "tolerant_sticky_lop_uncached": "tolerant_sticky_lop_uncached",
+        "ranked_sticky_lop_uncached": "ranked_sticky_lop_uncached",
     },
 }
-# canary routers whose selection rule the kernels do not have
-ROUTERS_NOT_MODELLED = (
-    "lop_binary",
-    "lop_batch_end",
-    "lop_uncached",
-    "sticky_round_robin",
-    "sticky_lor",
-    "ranked_sticky_lop_uncached",
-    "tolerant_sticky_lop_uncached",
-)
+# canary router knobs: router type -> {flag suffix: field of the config router}
+ROUTER_KNOBS = {
+    "tolerant_sticky_lop_uncached": (
+        TolerantStickyLopUncachedRouter,
+        {"tolerance_factor": "tolerance_factor"},
+    ),
+    "ranked_sticky_lop_uncached": (RankedStickyLopUncachedRouter, {"top_k": "top_k"}),
+}
 ROUTER_SEED_SUFFIX = "_global_scheduler_config_seed"
 TRACE_FLAGS = {
     "trace_file": "path",
@@ -276,7 +283,13 @@ CANARY_VALUES = {
     "--global_scheduler_config_type": (
         "lop",
         "sticky",
-        *ROUTERS_NOT_MODELLED,
+        "lop_binary",
+        "lop_batch_end",
+        "lop_uncached",
+        "sticky_round_robin",
+        "sticky_lor",
+        "ranked_sticky_lop_uncached",
+        "tolerant_sticky_lop_uncached",
     ),
     "--interval_generator_config_type": ("uniform",),
 }
@@ -493,22 +506,21 @@ def _cache_flags(f: _Flags, cls: type, out: dict) -> None:
         )
 
 
-def _router(f: _Flags, line: str) -> str:
+def _router(f: _Flags, line: str) -> dict:
     routers = ROUTERS[line]
     rtype = f.text("--global_scheduler_config_type", "round_robin")
-    if line == CANARY and rtype in ROUTERS_NOT_MODELLED:
-        raise ConfigError(
-            f"vidur-compat: --global_scheduler_config_type {rtype!r} is not modelled yet; "
-            f"modelled: {', '.join(routers)}"
-        )
     if rtype not in routers:
         raise ConfigError(
             f"vidur-compat: --global_scheduler_config_type {rtype!r}; allowed: "
             + ", ".join(routers)
         )
+    out: dict[str, Any] = {"type": routers[rtype]}
+    if rtype in ROUTER_KNOBS:
+        cls, knobs = ROUTER_KNOBS[rtype]
+        f.put_all(out, cls, f"--{rtype}_global_scheduler_config_", knobs)
     for flag in [k for k in f.flags if k.endswith(ROUTER_SEED_SUFFIX)]:
         f.accept(flag)  # tie-breaks here are deterministic given --seed
-    return routers[rtype]
+    return out
 
 
 def _workload(f: _Flags, line: str) -> tuple[dict, int | None]:

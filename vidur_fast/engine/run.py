@@ -23,10 +23,10 @@ from vidur_fast.kernels.codes import (
     LS_DONE,
     LS_NEXT_REQ,
     LS_NOW,
-    RouterPolicy,
     RunStatus,
 )
 from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_S
+from vidur_fast.kernels.router import SESSION_ROUTERS
 from vidur_fast.kernels.state import KvPool, Reps, Reqs, SchedParams, max_running
 from vidur_fast.kernels.timing import TimingGrids, TimingParams
 from vidur_fast.workload.closed_loop import ClosedLoopPlan, closed_loop_state
@@ -117,7 +117,7 @@ def run_engine(
     arrival_ns[known] = np.round(arrival_s[known] * NS_PER_S).astype(np.int64)
     session = np.asarray(session, dtype=np.int64)
     n_sessions = 0
-    if sp.router == RouterPolicy.STICKY:
+    if sp.router in SESSION_ROUTERS:
         session, n_sessions = _dense_sessions(session)
     if hashes is None:
         hash_off = np.zeros(arrival_ns.shape[0] + 1, dtype=np.int64)

@@ -83,6 +83,7 @@ def alloc_reqs(
         placeholders=full(0),
         tok_stale=full(0),
         u_route=np.zeros(n) if u_route is None else kernel_array(u_route, np.float64),
+        route_load=full(0),
     )
 
 

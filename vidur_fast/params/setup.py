@@ -11,13 +11,20 @@ from vidur_fast.config.sim import (
     LeastOutstandingRequestsRouter,
     LeastWaitingRouter,
     LightLLMScheduler,
+    LopBatchEndRouter,
+    LopBinaryRouter,
+    LopUncachedRouter,
     OrcaScheduler,
     PrefixAwareRouter,
     RandomRouter,
+    RankedStickyLopUncachedRouter,
     RoundRobinRouter,
     SarathiScheduler,
     SimConfig,
+    StickyLorRouter,
+    StickyRoundRobinRouter,
     StickyRouter,
+    TolerantStickyLopUncachedRouter,
     VllmV0Scheduler,
     VllmV1Scheduler,
 )
@@ -68,6 +75,20 @@ def router_code(cfg: SimConfig) -> int:
             return RouterPolicy.STICKY
         case PrefixAwareRouter():
             return RouterPolicy.PREFIX_AWARE
+        case LopBinaryRouter():
+            return RouterPolicy.LOP_BINARY
+        case LopBatchEndRouter():
+            return RouterPolicy.LOP_BATCH_END
+        case LopUncachedRouter():
+            return RouterPolicy.LOP_UNCACHED
+        case StickyRoundRobinRouter():
+            return RouterPolicy.STICKY_ROUND_ROBIN
+        case StickyLorRouter():
+            return RouterPolicy.STICKY_LOR
+        case TolerantStickyLopUncachedRouter():
+            return RouterPolicy.TOLERANT_STICKY_LOP_UNCACHED
+        case RankedStickyLopUncachedRouter():
+            return RouterPolicy.RANKED_STICKY_LOP_UNCACHED
     raise ConfigError(f"router: unknown router {cfg.router!r}")
 
 
@@ -84,6 +105,16 @@ def _memory_args(cfg: SimConfig, model: ModelSpec) -> dict:
     return out
 
 
+def _router_settings(cfg: SimConfig) -> dict:
+    """The router's own knobs (defaults of SchedParams when the router has none)."""
+    out = {}
+    if isinstance(cfg.router, TolerantStickyLopUncachedRouter):
+        out["router_tolerance_factor"] = float(cfg.router.tolerance_factor)
+    if isinstance(cfg.router, RankedStickyLopUncachedRouter):
+        out["router_top_k"] = int(cfg.router.top_k)
+    return out
+
+
 def _router_imbalance(cfg: SimConfig) -> int:
     if isinstance(cfg.router, PrefixAwareRouter):
         return cfg.router.max_imbalance_tokens
@@ -95,6 +126,7 @@ def build_setup(cfg: SimConfig, model: ModelSpec, device: DeviceSpec) -> EngineS
     c = cfg.cluster
     s = cfg.scheduler
     common = dict(router=int(router_code(cfg)), num_replicas=c.num_replicas, pp=c.pp)
+    common.update(_router_settings(cfg))
     margin = c.memory_margin_fraction
     match s:
         case VllmV1Scheduler():

@@ -15,7 +15,6 @@ from vidur_fast.config.vidur_flags import (
     CANARY,
     MAIN,
     ROUTERS,
-    ROUTERS_NOT_MODELLED,
     read_vidur_command,
 )
 
@@ -155,17 +154,26 @@ def test_vidurs_readme_sarathi_command_runs(workdir, capsys):
     [
         (["--global_scheduler_config_type", "nearest"], "--global_scheduler_config_type"),
         (
-            ["--global_scheduler_config_type", ROUTERS_NOT_MODELLED[-1]],
-            "not modelled",
-        ),
-        (
             [
+                "--replica_scheduler_config_type",
+                "vllm_v1",
                 "--global_scheduler_config_type",
                 "tolerant_sticky_lop_uncached",
                 "--tolerant_sticky_lop_uncached_global_scheduler_config_tolerance_factor",
                 "0",
             ],
-            "tolerant_sticky_lop_uncached",
+            "router.tolerance_factor",
+        ),
+        (
+            [
+                "--replica_scheduler_config_type",
+                "vllm_v1",
+                "--global_scheduler_config_type",
+                "ranked_sticky_lop_uncached",
+                "--ranked_sticky_lop_uncached_global_scheduler_config_top_k",
+                "two",
+            ],
+            "top_k",
         ),
         (
             [
