@@ -80,8 +80,9 @@ def test_small_subset_aggregate(capsys):
     assert qwen.rows == qwen.simulated == 2
     assert qwen.ttft_mape < 40 and qwen.tpot_mape < 10
     fp4 = g.loc[("meta-llama/Llama-3.1-70B", "b200_sxm", "nvfp4")]
-    assert fp4.rows == 2 and fp4.simulated == 0
-    assert (df[df.precision == "nvfp4"].skipped.str.contains("precision nvfp4")).all()
+    # nvfp4 rows run on B200's measured NVFP4 GEMM tables
+    assert fp4.rows == fp4.simulated == 2
+    assert fp4.ttft_mape < 80 and fp4.tpot_mape < 60
 
 
 def test_cli_filters_and_bad_input(tmp_path, capsys):

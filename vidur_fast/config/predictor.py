@@ -15,9 +15,11 @@ class PredictorConfig:
     """Directory in Vidur's data/profiling layout (compute/, network/); for source=vidur."""
     backend: Literal["vllm", "trtllm", "sglang"] = "vllm"
     """Serving framework whose kernels were measured (aiconfigurator source)."""
-    precision: Literal["bf16", "fp8", "fp8_block"] = "bf16"
-    """Weight/GEMM precision: bf16, fp8 (per-tensor scaled) or fp8_block (128x128 block-scaled,
-    aiconfigurator only). fp8 weights also halve the weight memory of the planner."""
+    precision: Literal["bf16", "fp8", "fp8_block", "nvfp4"] = "bf16"
+    """Weight/GEMM precision: bf16, fp8 (per-tensor scaled), fp8_block (128x128 block-scaled,
+    aiconfigurator only) or nvfp4 (4-bit weights and activations with an fp8 scale per 16
+    elements; aiconfigurator tables of Blackwell GPUs only). fp8 weights halve the weight
+    memory of the planner, nvfp4 weights take 0.5625 bytes per parameter."""
     kv_cache_dtype: Literal["bf16", "fp16", "fp8"] = "bf16"
     """KV-cache element type: attention kernels measured with it (aiconfigurator), KV bytes of
     the roofline and the KV-cache save, and bytes per token in the memory planner."""

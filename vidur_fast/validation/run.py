@@ -27,6 +27,8 @@ GEMM_PRECISIONS = {
     "fp16": "bf16",
     "fp8": "fp8",
     "fp8_block": "fp8_block",
+    "nvfp4": "nvfp4",
+    "fp4": "nvfp4",
 }
 KV_DTYPES = {
     "": "bf16",
@@ -157,7 +159,10 @@ def row_config(row: BenchRow, cfg: ValidateConfig) -> SimConfig:
         )
     precision = GEMM_PRECISIONS.get(row.precision.lower())
     if precision is None:
-        raise ConfigError(f"precision {row.precision!r}: modelled precisions are bf16, fp16, fp8")
+        raise ConfigError(
+            f"precision {row.precision!r}: modelled precisions are bf16, fp16, fp8, fp8_block, "
+            "nvfp4"
+        )
     get_model(row.model)
     device = resolve_device(row.device)
     n_req = row.num_requests or cfg.requests_per_client * row.concurrency

@@ -57,9 +57,10 @@ from vidur_fast.timing.sources._common import (
     token_ops_frame,
 )
 
-# precision -> gemm_dtype of the measured GEMMs: per-tensor fp8, or 128x128 block-scaled fp8
-# (the layout of DeepSeek-style and Qwen3 "-FP8" checkpoints)
-GEMM_DTYPES = {"bf16": "bfloat16", "fp8": "fp8", "fp8_block": "fp8_block"}
+# precision -> gemm_dtype of the measured GEMMs: per-tensor fp8, 128x128 block-scaled fp8
+# (the layout of DeepSeek-style and Qwen3 "-FP8" checkpoints), or NVFP4 (e2m1 values with an
+# e4m3 scale per 16 elements; vLLM measures it on Blackwell only, FlashInfer's kernel)
+GEMM_DTYPES = {"bf16": "bfloat16", "fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "nvfp4"}
 # kv_cache_dtype -> kv_cache_dtype of the measured attention kernels (fp16 runs the bf16 ones)
 ATTN_KV_DTYPES = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8"}
 

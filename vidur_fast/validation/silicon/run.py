@@ -21,7 +21,7 @@ from vidur_fast.validation.silicon.physics import check_row
 from vidur_fast.validation.silicon.sample import SiliconRow, read_silicon_sample
 
 # GEMM precisions the timing tables are fitted for (PredictorConfig.precision)
-MODELLED_PRECISIONS = ("bf16", "fp8", "fp8_block")
+MODELLED_PRECISIONS = ("bf16", "fp8", "fp8_block", "nvfp4")
 
 
 @dataclass(frozen=True)
