@@ -23,6 +23,11 @@ class PredictorConfig:
     kv_cache_dtype: Literal["bf16", "fp16", "fp8"] = "bf16"
     """KV-cache element type: attention kernels measured with it (aiconfigurator), KV bytes of
     the roofline and the KV-cache save, and bytes per token in the memory planner."""
+    kernel_envelope: bool = True
+    """aiconfigurator source: time each GEMM by the fastest kernel measured at a shape at least
+    as large in every dimension, and each all-reduce by the fastest one measured at a message
+    at least as large (a smaller problem can always run padded on it); this drops measured
+    cells that a faster neighbouring kernel beats. False: the measured cells as they are."""
     regressor: Literal["random_forest", "polynomial"] = "random_forest"
     """Per-operator model: random forest (default) or polynomial least squares."""
     n_estimators: int = 100
