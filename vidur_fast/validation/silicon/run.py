@@ -169,6 +169,9 @@ def _simulate_rows(rows, cfg: SiliconValidateConfig, sim_cfg: ValidateConfig, tm
         reason = _prefilter(r)
         sim_ttft = sim_tpot = math.nan
         camp = campaign_for(r)
+        if not reason and camp is not None and camp.held_out and cfg.campaign_facts:
+            if not cfg.prompt_pool:
+                reason = f"held out: {camp.held_out}"
         if not reason:
             reason, sim_ttft, sim_tpot = _simulate(
                 b, sim_cfg, camp if cfg.campaign_facts else None, tmp, cfg.prompt_pool
