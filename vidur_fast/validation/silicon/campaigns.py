@@ -33,8 +33,8 @@ class Campaign:
     host_overlap: bool = False
     """The engine ran with `--async-scheduling`: the host part of a step (scheduling, input
     preparation, output processing) runs while the previous step's GPU work runs, so a step
-    lasts max(GPU, host). The host terms are then 0: host time (1.15 ms + 0.038 ms per
-    request, at most 3.6 ms at 64 requests) is below the GPU decode step of every row of the
+    lasts max(GPU, host). The host terms are then 0: host time (1.42 ms + 0.040 ms per
+    request, at most 4.0 ms at 64 requests) is below the GPU decode step of every row of the
     campaigns that set this (about 7 ms and more), so max(GPU, host) = GPU."""
     held_out: str = ""
     """Why the rows cannot be reproduced as measured ("" = they can): with campaign facts on
