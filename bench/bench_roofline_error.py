@@ -33,7 +33,7 @@ def measured_points(device: str, model_name: str, tp: int):
     out = {}
 
     _, gemm_path = newest_table(system, "gemm", "vllm", "gemm_perf.parquet")
-    table = gemm_table(gemm_path, "bfloat16")
+    table = gemm_table(gemm_path, "bfloat16", envelope=False)
     meas, roof = [], []
     for n, k in linear_shapes(model, tp).values():
         t = interpolate_gemm(table, n, k)
@@ -78,7 +78,7 @@ def main() -> None:
     for device in DEVICES:
         system = get_system(get_device(device).aiconfigurator_system)
         _, path = newest_table(system, "gemm", "vllm", "gemm_perf.parquet")
-        table = gemm_table(path, "bfloat16")
+        table = gemm_table(path, "bfloat16", envelope=False)
         for dim, value in (("n", 3072), ("n", 12288), ("n", 16384), ("k", 5120), ("k", 12288)):
             err = np.abs(gemm_holdout_errors(table, **{dim: value})) * 100
             label = f"{dim}={value}"

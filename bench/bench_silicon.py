@@ -2,7 +2,7 @@
 
 The corpus ships in the installed aiconfigurator-core package (`systems/silicon_sample.csv`);
 its dense vLLM agg rows on H100 / H200 / B200 are Qwen3-32B (bf16 and fp8), Llama-3.1-70B
-(fp8, and nvfp4 on B200, which the timing model does not cover) and Llama-3.1-8B-Instruct-FP8:
+(fp8, and nvfp4 on B200) and Llama-3.1-8B-Instruct-FP8:
 339 rows. Each is simulated with the defaults of `vidur-fast validate` (or the settings given
 after `--`), and the table shows, per (model, system, precision), rows, simulated, TTFT and
 TPOT MAPE and signed bias, the rows whose measured throughput exceeds the device (physics

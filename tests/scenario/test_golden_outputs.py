@@ -118,7 +118,7 @@ CASES = {
 }
 
 GOLDEN = {
-    "v1_prefix_aware": "9cb3b9b8ec5c84ace4ad908ca113905b706fddebc6e42695ba598880dbd13c73",
+    "v1_prefix_aware": "6a26ade4ca91f6d1b0c1200c383c0629bd09cb27b85ddaa13f7c07f91f8a9e2f",
     "v1_async_sticky": "499d807577401963705f9d0e04b14a58bf64c92d1390d60fab7197f477b9e277",
     "v1_preempting": "f1801e18e96c4950b9582a1812f263f479bc2fe33446b2f3af87e3b2ab4f998c",
     "sarathi_pp2": "d6304e96a16f8e9b52c78392ad5ab188467f261821362daa8440be39a19c6326",

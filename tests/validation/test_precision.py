@@ -49,6 +49,39 @@ def test_fp8_weights_halve_layer_weights_but_not_embeddings():
     assert plan.param_bytes == layers
 
 
+def test_nvfp4_weights_take_4_bits_plus_a_scale_per_16():
+    m = get_model(QWEN)
+    layers = m.params_per_device(2, 1)
+    emb = m.embedding_params_per_device(2, 1)
+    assert weight_bytes(m, 2, 1, "nvfp4") == int(0.5625 * layers)
+    assert weight_bytes(m, 2, 1, "nvfp4", embeddings=True) == int(0.5625 * layers) + 2 * emb
+    validate_predictor(PredictorConfig(precision="nvfp4"))
+
+
+def test_aiconfigurator_nvfp4_tables_on_blackwell_only():
+    m, n = get_model("meta-llama/Llama-3.1-70B"), get_node("b200_dgx")
+    b200 = get_device("b200")
+    fp4 = load_samples("aiconfigurator", m, b200, n, 2, 1, precision="nvfp4")
+    fp8 = load_samples("aiconfigurator", m, b200, n, 2, 1, precision="fp8")
+    assert fp4.provenance["precision"] == "nvfp4"
+    up = "mlp_up_proj"
+
+    def t(s, tokens):
+        sel = s.token_ops[(s.token_ops.op == up) & (s.token_ops.num_tokens == tokens)]
+        return float(sel.time_ms.iloc[0])
+
+    # compute-bound prefill: NVFP4 tensor cores are faster than FP8 ones
+    assert t(fp4, 8192) < 0.8 * t(fp8, 8192)
+    # the GEMM never beats the dense FP4 peak (9 PFLOP/s)
+    n_up = 2 * (m.mlp_hidden_dim // 2)  # gated MLP, TP 2
+    assert 2 * 8192 * m.embedding_dim * n_up / (t(fp4, 8192) * 1e-3) < 9e15
+    with pytest.raises(ProfileError, match="nvfp4"):
+        load_samples("aiconfigurator", m, get_device("h100"), get_node("h100_dgx"), 2, 1,
+                     precision="nvfp4")  # fmt: skip
+    with pytest.raises(ProfileError, match="nvfp4"):
+        load_samples("roofline", m, b200, n, 2, 1, precision="nvfp4")
+
+
 def test_tied_embeddings_are_counted_once():
     m = get_model(QWEN)
     one = -(-m.vocab_size // 4) * m.embedding_dim

@@ -15,12 +15,19 @@ class PredictorConfig:
     """Directory in Vidur's data/profiling layout (compute/, network/); for source=vidur."""
     backend: Literal["vllm", "trtllm", "sglang"] = "vllm"
     """Serving framework whose kernels were measured (aiconfigurator source)."""
-    precision: Literal["bf16", "fp8", "fp8_block"] = "bf16"
-    """Weight/GEMM precision: bf16, fp8 (per-tensor scaled) or fp8_block (128x128 block-scaled,
-    aiconfigurator only). fp8 weights also halve the weight memory of the planner."""
+    precision: Literal["bf16", "fp8", "fp8_block", "nvfp4"] = "bf16"
+    """Weight/GEMM precision: bf16, fp8 (per-tensor scaled), fp8_block (128x128 block-scaled,
+    aiconfigurator only) or nvfp4 (4-bit weights and activations with an fp8 scale per 16
+    elements; aiconfigurator tables of Blackwell GPUs only). fp8 weights halve the weight
+    memory of the planner, nvfp4 weights take 0.5625 bytes per parameter."""
     kv_cache_dtype: Literal["bf16", "fp16", "fp8"] = "bf16"
     """KV-cache element type: attention kernels measured with it (aiconfigurator), KV bytes of
     the roofline and the KV-cache save, and bytes per token in the memory planner."""
+    kernel_envelope: bool = True
+    """aiconfigurator source: time each GEMM by the fastest kernel measured at a shape at least
+    as large in every dimension, and each all-reduce by the fastest one measured at a message
+    at least as large (a smaller problem can always run padded on it); this drops measured
+    cells that a faster neighbouring kernel beats. False: the measured cells as they are."""
     regressor: Literal["random_forest", "polynomial"] = "random_forest"
     """Per-operator model: random forest (default) or polynomial least squares."""
     n_estimators: int = 100

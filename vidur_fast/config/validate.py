@@ -206,7 +206,7 @@ def validate_output(out: OutputConfig) -> None:
 _CHOICES = {
     "source": ("aiconfigurator", "vidur", "roofline"),
     "backend": ("vllm", "trtllm", "sglang"),
-    "precision": ("bf16", "fp8", "fp8_block"),
+    "precision": ("bf16", "fp8", "fp8_block", "nvfp4"),
     "kv_cache_dtype": ("bf16", "fp16", "fp8"),
     "regressor": ("random_forest", "polynomial"),
     "kv_rule": ("per_request", "sum"),

@@ -6,6 +6,9 @@ from vidur_fast.catalog import DeviceSpec, ModelSpec
 from vidur_fast.errors import ConfigError
 
 BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "fp8_block": 1}
+# bytes per weight by GEMM precision: NVFP4 stores 4-bit values plus one fp8 (e4m3) scale per
+# 16 values (and one fp32 scale per tensor, negligible): 0.5 + 1/16 bytes
+WEIGHT_BYTES = {**BYTES, "nvfp4": 0.5625}
 # vLLM view of memory outside weights and KV (memory_model="vllm"): NCCL and custom all-reduce
 # buffers per GPU when TP > 1 (not visible to the torch allocator), and the fp32 copies the
 # sampler's dummy run makes of one logits row per sequence (logits + probabilities).
@@ -27,9 +30,9 @@ class MemoryPlan:
         return self.num_blocks  # multiplied by block size by callers that need tokens
 
 
-def _check_dtype(field: str, value: str) -> None:
-    if value not in BYTES:
-        raise ConfigError(f"{field}: unknown dtype {value!r}; allowed: {', '.join(BYTES)}")
+def _check_dtype(field: str, value: str, table: dict = BYTES) -> None:
+    if value not in table:
+        raise ConfigError(f"{field}: unknown dtype {value!r}; allowed: {', '.join(table)}")
 
 
 def weight_bytes(
@@ -37,8 +40,8 @@ def weight_bytes(
 ) -> int:
     """Weight bytes per device: transformer layers at weight_dtype, plus (embeddings=True) the
     input embedding and LM head in bf16 (fp8 checkpoints keep them unquantised)."""
-    _check_dtype("predictor.precision", weight_dtype)
-    out = BYTES[weight_dtype] * model.params_per_device(tp, pp)
+    _check_dtype("predictor.precision", weight_dtype, WEIGHT_BYTES)
+    out = int(WEIGHT_BYTES[weight_dtype] * model.params_per_device(tp, pp))
     if embeddings:
         out += BYTES["bf16"] * model.embedding_params_per_device(tp, pp)
     return out

@@ -121,6 +121,7 @@ def build_timing(
         block_size=block_size,
         precision=cfg.precision,
         kv_cache_dtype=cfg.kv_cache_dtype,
+        kernel_envelope=cfg.kernel_envelope,
     )
     timing = timing_from_samples(samples, spec, tp, pp, cfg, progress=progress)
     if cfg.cache_mode in ("use", "refresh"):

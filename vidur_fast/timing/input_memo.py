@@ -69,6 +69,8 @@ def input_fingerprint(
         "pp": pp,
         "backend": cfg.backend,
         "precision": cfg.precision,
+        "kv_cache_dtype": cfg.kv_cache_dtype,
+        "kernel_envelope": cfg.kernel_envelope,
         "block_size": block_size,
         "settings": value_settings(cfg),
         "profile_dir": data_dir,

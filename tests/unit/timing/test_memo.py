@@ -51,3 +51,7 @@ def test_changed_inputs_or_modes_do_not_use_the_memo(tmp_path, monkeypatch):
         build_timing(
             "meta-llama/Meta-Llama-3-8B", "h100", None, 1, 1, replace(cfg, cache_mode="refresh")
         )
+    # loader options that change the samples: KV-cache dtype, kernel envelope
+    for changed in (replace(cfg, kv_cache_dtype="fp8"), replace(cfg, kernel_envelope=False)):
+        with pytest.raises(AssertionError, match="samples were loaded"):
+            build_timing("meta-llama/Meta-Llama-3-8B", "h100", None, 1, 1, changed)

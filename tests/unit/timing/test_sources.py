@@ -80,13 +80,47 @@ def test_available_lists_each_source():
 
 def h100_gemm():
     _, path = newest_table(get_system("h100_sxm"), "gemm", "vllm", "gemm_perf.parquet")
-    return gemm_table(path, "bfloat16")
+    return gemm_table(path, "bfloat16", envelope=False)
 
 
 def test_aic_raw_gemm_units():
     t = h100_gemm()
     i, j, k = (int(np.searchsorted(a, 4096)) for a in (t.m, t.n, t.k))
     assert 0.15 < t.t[i, j, k] < 0.19  # 4096^3 bf16 GEMM ~ 0.166 ms (~830 TFLOP/s)
+
+
+def test_aic_gemm_envelope_is_monotone_and_only_lowers():
+    from vidur_fast.timing.sources._aic_gemm import fastest_envelope
+
+    _, path = newest_table(get_system("b200_sxm"), "gemm", "vllm", "gemm_perf.parquet")
+    raw, env = gemm_table(path, "fp8", envelope=False), gemm_table(path, "fp8")
+    ok = np.isfinite(raw.t)
+    assert (np.isfinite(env.t) == ok).all() and (env.t[ok] <= raw.t[ok]).all()
+    for axis in range(3):  # never faster for a larger shape (unmeasured cells: no constraint)
+        filled = np.where(ok, env.t, np.nanmax(env.t) * 10)
+        both = ok & np.roll(ok, -1, axis=axis)
+        d = np.diff(filled, axis=axis, append=np.take(filled, [-1], axis=axis))
+        assert (d[both] >= 0).all()
+    # B200's per-tensor FP8 kernel: 30 us at m=4, n=1536, k=8192 between 10-12 us neighbours
+    i, j, k = (
+        int(np.searchsorted(raw.m, 4)),
+        int(np.searchsorted(raw.n, 1536)),
+        int(np.searchsorted(raw.k, 8192)),
+    )
+    assert raw.t[i, j, k] > 0.025 and env.t[i, j, k] < 0.013
+    # a toy table: the running minimum from above in every dimension, NaN kept
+    t = np.array([[[3.0, 1.0], [np.nan, 2.0]]])
+    assert np.allclose(fastest_envelope(t), [[[1.0, 1.0], [np.nan, 2.0]]], equal_nan=True)
+
+
+def test_aic_allreduce_envelope():
+    from vidur_fast.timing.sources.aiconfigurator import allreduce_curve
+
+    sys_ = get_system("b200_sxm")
+    x, raw, _, _ = allreduce_curve(sys_, "vllm", 8, envelope=False)
+    _, env, _, _ = allreduce_curve(sys_, "vllm", 8)
+    assert (np.diff(env) >= 0).all() and (env <= raw).all()
+    assert (np.diff(raw) < 0).any()  # the measured curve is not monotone
 
 
 @pytest.mark.parametrize(

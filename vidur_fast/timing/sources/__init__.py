@@ -32,6 +32,7 @@ def load_samples(
     block_size: int = 16,
     precision: str = "bf16",
     kv_cache_dtype: str = "bf16",
+    kernel_envelope: bool = True,
 ) -> OperatorSamples:
     """Operator samples of `model` on `device` in `node` at the given TP and PP.
 
@@ -40,6 +41,7 @@ def load_samples(
     backend: aiconfigurator serving backend (vllm, trtllm, sglang). block_size: Vidur
     attention.csv filter. precision: bf16 or fp8 GEMMs (aiconfigurator, roofline; fp8_block
     aiconfigurator only). kv_cache_dtype: bf16, fp16 or fp8 KV cache (attention and KV save).
+    kernel_envelope: the fastest-kernel envelope of aiconfigurator's GEMM and all-reduce tables.
     Raises ProfileError (one line naming the file/field and what is available) on bad input.
     """
     _check_source(source)
@@ -55,7 +57,7 @@ def load_samples(
         return aiconfigurator.load(
             model, device, node, tp, pp,
             profile_dir=profile_dir, backend=backend, precision=precision,
-            kv_cache_dtype=kv_cache_dtype,
+            kv_cache_dtype=kv_cache_dtype, kernel_envelope=kernel_envelope,
         )  # fmt: skip
     return roofline.load(
         model, device, node, tp, pp, precision=precision, kv_cache_dtype=kv_cache_dtype

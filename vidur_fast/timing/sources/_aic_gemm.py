@@ -31,10 +31,33 @@ class GemmTable:
         return out
 
 
-def gemm_table(path: Path, dtype: str) -> GemmTable:
-    """The measured GEMM table of one parquet file and gemm_dtype (cached per file version)."""
+def gemm_table(path: Path, dtype: str, envelope: bool = True) -> GemmTable:
+    """The measured GEMM table of one parquet file and gemm_dtype (cached per file version);
+    envelope=True: its fastest-kernel envelope (fastest_envelope)."""
     st = path.stat()
-    return _gemm_table(path, st.st_mtime_ns, dtype)
+    table = _gemm_table(path, st.st_mtime_ns, dtype)
+    return _enveloped(path, st.st_mtime_ns, dtype) if envelope else table
+
+
+def fastest_envelope(t: np.ndarray) -> np.ndarray:
+    """t'(m, n, k) = the smallest measured latency at any (m', n', k') >= (m, n, k), NaN kept.
+
+    A GEMM can always be run by a kernel measured at a shape at least as large in every
+    dimension (zero padding), so the fastest kernel's latency cannot grow when a dimension
+    shrinks. A measured cell above that envelope is a kernel configuration (or a timing
+    state) the fastest available one beats; the tables have such cells, most of all at
+    small m (e.g. B200's per-tensor FP8 CUTLASS kernel: 30 us at m=4 between neighbours of
+    11 us). docs/validation.md, "Decode step on B200 and H200", gives the evidence."""
+    e = np.where(np.isfinite(t), t, np.inf)
+    for axis in range(e.ndim):
+        e = np.flip(np.minimum.accumulate(np.flip(e, axis), axis=axis), axis)
+    return np.where(np.isfinite(t), e, np.nan)
+
+
+@lru_cache(maxsize=16)
+def _enveloped(path: Path, mtime_ns: int, dtype: str) -> GemmTable:
+    table = _gemm_table(path, mtime_ns, dtype)
+    return replace(table, t=fastest_envelope(table.t))
 
 
 @lru_cache(maxsize=16)

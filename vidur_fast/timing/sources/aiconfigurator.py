@@ -57,9 +57,10 @@ from vidur_fast.timing.sources._common import (
     token_ops_frame,
 )
 
-# precision -> gemm_dtype of the measured GEMMs: per-tensor fp8, or 128x128 block-scaled fp8
-# (the layout of DeepSeek-style and Qwen3 "-FP8" checkpoints)
-GEMM_DTYPES = {"bf16": "bfloat16", "fp8": "fp8", "fp8_block": "fp8_block"}
+# precision -> gemm_dtype of the measured GEMMs: per-tensor fp8, 128x128 block-scaled fp8
+# (the layout of DeepSeek-style and Qwen3 "-FP8" checkpoints), or NVFP4 (e2m1 values with an
+# e4m3 scale per 16 elements; vLLM measures it on Blackwell only, FlashInfer's kernel)
+GEMM_DTYPES = {"bf16": "bfloat16", "fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "nvfp4"}
 # kv_cache_dtype -> kv_cache_dtype of the measured attention kernels (fp16 runs the bf16 ones)
 ATTN_KV_DTYPES = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8"}
 
@@ -279,9 +280,14 @@ def _measured_tps(system: AicSystem, backend: str) -> list[int]:
     return sorted(tps)
 
 
-def allreduce_curve(system: AicSystem, backend: str, tp: int):
+def allreduce_curve(system: AicSystem, backend: str, tp: int, envelope: bool = True):
     """(message elements, ms, {table: version}, files): the backend's custom all-reduce up to its
-    largest measured message, NCCL above it (or alone where no custom all-reduce exists)."""
+    largest measured message, NCCL above it (or alone where no custom all-reduce exists).
+
+    envelope=True: the fastest time measured at a message at least as large (a message can be
+    reduced padded to a larger one), so the time never falls as the message grows; e.g. on
+    B200 at TP 8 the custom all-reduce measured 26 us at 16-32 rows of 8192 (its one-shot
+    algorithm) and 17 us at 64 rows."""
     versions, files, parts = {}, [], []
     top = 0
     custom = table_versions(system, "comm", backend, "custom_allreduce_perf.parquet")
@@ -317,7 +323,10 @@ def allreduce_curve(system: AicSystem, backend: str, tp: int):
             f"measured TP: {join(_measured_tps(system, backend))}",
         )
     curve = pd.concat(parts).sort_values("message_size")
-    return curve.message_size.to_numpy(), curve.latency.to_numpy(), versions, files
+    t = curve.latency.to_numpy()
+    if envelope:
+        t = np.minimum.accumulate(t[::-1])[::-1]
+    return curve.message_size.to_numpy(), t, versions, files
 
 
 # ---- assembly ----
@@ -355,8 +364,12 @@ def load(
     backend: str = "vllm",
     precision: str = "bf16",
     kv_cache_dtype: str = "bf16",
+    kernel_envelope: bool = True,
 ) -> OperatorSamples:
-    """Samples for one model/device/node/TP/PP from the aiconfigurator database."""
+    """Samples for one model/device/node/TP/PP from the aiconfigurator database.
+
+    kernel_envelope: use the fastest-kernel envelope of the GEMM table (_aic_gemm) and of the
+    all-reduce curve (allreduce_curve)."""
     system = system_for(device, profile_dir)
     if backend not in BACKENDS:
         raise profile_error(SOURCE, f"unknown backend {backend!r}; available: {join(BACKENDS)}")
@@ -369,7 +382,7 @@ def load(
 
     # token ops: measured GEMMs (interpolated to the model's shapes) + memory-bound ops
     versions["gemm"], gemm_path = newest_table(system, "gemm", backend, "gemm_perf.parquet")
-    table = gemm_table(gemm_path, GEMM_DTYPES[precision])
+    table = gemm_table(gemm_path, GEMM_DTYPES[precision], envelope=kernel_envelope)
     files.append(gemm_path)
     mem_bps = system.gpu("mem_bw") * system.gpu("mem_bw_empirical_scaling_factor")
     mem_const_ms = system.gpu("mem_empirical_constant_latency") * 1e3
@@ -404,7 +417,7 @@ def load(
     e = model.embedding_dim
     all_reduce = empty_frame(COMM_COLUMNS)
     if tp > 1:
-        xp, fp, comm_versions, comm_files = allreduce_curve(system, backend, tp)
+        xp, fp, comm_versions, comm_files = allreduce_curve(system, backend, tp, kernel_envelope)
         versions.update(comm_versions)
         files += comm_files
         t = interp_loglog(TOKEN_COUNTS * float(e), xp, fp, above_exponent=1.0)
@@ -425,6 +438,7 @@ def load(
         "system": system.name,
         "backend": backend,
         "precision": precision,
+        "kernel_envelope": kernel_envelope,
         **kv_provenance(kv_cache_dtype),
         "versions": versions,
         "files": digests,

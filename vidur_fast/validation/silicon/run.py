@@ -21,7 +21,7 @@ from vidur_fast.validation.silicon.physics import check_row
 from vidur_fast.validation.silicon.sample import SiliconRow, read_silicon_sample
 
 # GEMM precisions the timing tables are fitted for (PredictorConfig.precision)
-MODELLED_PRECISIONS = ("bf16", "fp8", "fp8_block")
+MODELLED_PRECISIONS = ("bf16", "fp8", "fp8_block", "nvfp4")
 
 
 @dataclass(frozen=True)
@@ -141,6 +141,9 @@ def _simulate(
         cfg = row_config(b, sim_cfg)
         if camp is not None and camp.kv_cache_dtype:
             cfg = replace(cfg, predictor=replace(cfg.predictor, kv_cache_dtype=camp.kv_cache_dtype))
+        if camp is not None and camp.host_overlap:
+            host0 = replace(cfg.predictor, cpu_overhead_ms=0.0, cpu_overhead_per_seq_ms=0.0)
+            cfg = replace(cfg, predictor=host0)
         if camp is not None and camp.length_range_ratio < 1.0:
             n = cfg.workload.num_requests
             p, d = client_lengths(b.isl, b.osl, n, camp.length_range_ratio, sim_cfg.seed + b.index)
@@ -169,6 +172,9 @@ def _simulate_rows(rows, cfg: SiliconValidateConfig, sim_cfg: ValidateConfig, tm
         reason = _prefilter(r)
         sim_ttft = sim_tpot = math.nan
         camp = campaign_for(r)
+        if not reason and camp is not None and camp.held_out and cfg.campaign_facts:
+            if not cfg.prompt_pool:
+                reason = f"held out: {camp.held_out}"
         if not reason:
             reason, sim_ttft, sim_tpot = _simulate(
                 b, sim_cfg, camp if cfg.campaign_facts else None, tmp, cfg.prompt_pool
