@@ -8,24 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.cli import assert_one_error as _one_error
+from tests.helpers.cli import run_cli as _cli
 from tests.helpers.sweeps import small_base
 from vidur_fast.commands.main import main
-
-
-def _cli(argv, capsys) -> tuple[int, list[str]]:
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code
-    err = capsys.readouterr().err
-    return code, [x for x in err.splitlines() if x.strip()]
-
-
-def _one_error(code, lines, needle):
-    assert code == 2, lines
-    assert len(lines) == 1 and lines[0].startswith("error: "), lines
-    assert needle in lines[0], lines[0]
-    assert "Traceback" not in lines[0]
 
 
 def _json(d: Path, data) -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.cli import run_cli as _cli
 from tests.helpers.cli_args import FAST_TIMING_ARGS
 from vidur_fast.commands.main import main
 
@@ -23,15 +24,6 @@ GOOD = HEADER + "".join(f"{0.1 * i:.1f},{100 + i},{10 + i}\n" for i in range(30)
 @pytest.fixture(autouse=True)
 def _cache(tmp_path, monkeypatch):
     monkeypatch.setenv("VIDUR_FAST_CACHE", str(tmp_path / "cache"))
-
-
-def _cli(argv, capsys) -> tuple[int, list[str]]:
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code
-    err = capsys.readouterr().err
-    return code, [x for x in err.splitlines() if x.strip()]
 
 
 def _fifo_with(tmp_path: Path, text: str) -> tuple[Path, threading.Thread]:

@@ -139,6 +139,23 @@ def _launch(rep: Replica, items, now_ns, grids, tparams, p, preempted, cached, l
     )
 
 
+def make_requests(arrival_ns, prompt, decode, session=None, hashes=None) -> list[Request]:
+    """One Request per trace row (session -1 and no hashes where not given)."""
+    return [
+        Request(
+            rid=k,
+            arrival_ns=int(arrival_ns[k]),
+            prompt=int(prompt[k]),
+            decode=int(decode[k]),
+            total=int(prompt[k]) + int(decode[k]),
+            asked_decode=int(decode[k]),
+            session=-1 if session is None else int(session[k]),
+            hashes=[] if hashes is None else [int(h) for h in hashes[k]],
+        )
+        for k in range(len(arrival_ns))
+    ]
+
+
 def _finish(rep: Replica, batch: InFlight, now_ns, router, v1: bool) -> None:
     finished = set()
     for req, n in batch.items:
@@ -182,19 +199,7 @@ def naive_sim(
     leading block (prefix caching and the prefix-aware router). Requests are in arrival order.
     Returns per-request objects, per-batch records and the replicas' pools."""
     n = len(arrival_ns)
-    reqs = [
-        Request(
-            rid=k,
-            arrival_ns=int(arrival_ns[k]),
-            prompt=int(prompt[k]),
-            decode=int(decode[k]),
-            total=int(prompt[k]) + int(decode[k]),
-            asked_decode=int(decode[k]),
-            session=-1 if session is None else int(session[k]),
-            hashes=[] if hashes is None else [int(h) for h in hashes[k]],
-        )
-        for k in range(n)
-    ]
+    reqs = make_requests(arrival_ns, prompt, decode, session, hashes)
     policy = SchedPolicy(p.policy)
     v1 = policy == SchedPolicy.VLLM_V1
     assert not p.async_scheduling or (v1 and p.pp == 1), "async scheduling: vLLM v1, PP = 1"

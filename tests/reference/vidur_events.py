@@ -30,8 +30,7 @@ import itertools
 from vidur_fast.kernels.codes import SchedPolicy
 
 from tests.reference.block_pool import CountedBlockPool
-from tests.reference.naive_sim import SCHEDULERS
-from tests.reference.request import Request
+from tests.reference.naive_sim import SCHEDULERS, make_requests
 from tests.reference.routers import Router
 from tests.reference.timing import batch_features, stage_ns
 
@@ -52,18 +51,7 @@ def vidur_event_sim(arrival_ns, prompt, decode, p, grids, tparams, u_route, sess
     that allow pp > 1; no request rejected up front); returns the per-request objects."""
     policy = SchedPolicy(p.policy)
     assert policy != SchedPolicy.VLLM_V1, "vllm_v1 has no pipeline stages"
-    reqs = [
-        Request(
-            rid=k,
-            arrival_ns=int(arrival_ns[k]),
-            prompt=int(prompt[k]),
-            decode=int(decode[k]),
-            total=int(prompt[k]) + int(decode[k]),
-            asked_decode=int(decode[k]),
-            session=-1 if session is None else int(session[k]),
-        )
-        for k in range(len(arrival_ns))
-    ]
+    reqs = make_requests(arrival_ns, prompt, decode, session)
     pp = p.pp
     reps = [
         _Replica(SCHEDULERS[policy](p, CountedBlockPool(p.usable_blocks)), pp)

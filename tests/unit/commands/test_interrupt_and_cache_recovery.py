@@ -13,6 +13,7 @@ import pytest
 
 import vidur_fast.engine.run as engine_run
 import vidur_fast.outputs.writer as writer
+from tests.helpers.cli import run_cli as _cli
 from vidur_fast.commands.main import main
 from vidur_fast.config.predictor import PredictorConfig
 from vidur_fast.timing.build import build_timing
@@ -28,15 +29,6 @@ ARGS += [*GRID, "workload:synthetic", "--workload.num-requests", "60"]
 @pytest.fixture(autouse=True)
 def _cache(tmp_path, monkeypatch):
     monkeypatch.setenv("VIDUR_FAST_CACHE", str(tmp_path / "cache"))
-
-
-def _cli(argv, capsys) -> tuple[int, list[str]]:
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code
-    err = capsys.readouterr().err
-    return code, [x for x in err.splitlines() if x.strip()]
 
 
 def _assert_interrupted(code, lines, out_root: Path) -> None:
