@@ -3,7 +3,7 @@
 Layout (installed PyPI package `aiconfigurator_core`, or a copy given as profile_dir):
     <systems>/<system>.yaml                          hardware spec (bandwidths, p2p latency)
     <systems>/data/<system>/<family>/<backend>/<version>/<table>.parquet
-A copy may also keep data/ next to systems/ (as /work/shared/profiles/aiconfigurator does).
+A copy may also keep data/ next to systems/ (as a reference copy of the tables may).
 """
 
 import os
