@@ -1,5 +1,6 @@
 """Device and node catalogs."""
 
+import difflib
 from dataclasses import dataclass
 
 from vidur_fast.catalog._load import load_catalog
@@ -45,18 +46,25 @@ def list_nodes() -> list[str]:
     return list(load_catalog("nodes"))
 
 
+def _entry(kind: str, name: str, field: str) -> dict:
+    """A catalog entry by name, case-insensitively; an unknown name names the closest ones."""
+    cat = load_catalog(kind)
+    if name in cat:
+        return cat[name]
+    by_lower = {k.lower(): k for k in cat}
+    if str(name).lower() in by_lower:
+        return cat[by_lower[str(name).lower()]]
+    close = difflib.get_close_matches(str(name).lower(), list(by_lower), n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(by_lower[c] for c in close)}?" if close else ""
+    raise ConfigError(f"{field}: unknown {kind[:-1]} {name!r}{hint} available: {', '.join(cat)}")
+
+
 def get_device(name: str) -> DeviceSpec:
-    cat = load_catalog("devices")
-    if name not in cat:
-        raise ConfigError(f"cluster.device: unknown device {name!r}; available: {', '.join(cat)}")
-    return DeviceSpec(**cat[name])
+    return DeviceSpec(**_entry("devices", name, "cluster.device"))
 
 
 def get_node(name: str) -> NodeSpec:
-    cat = load_catalog("nodes")
-    if name not in cat:
-        raise ConfigError(f"cluster.node: unknown node {name!r}; available: {', '.join(cat)}")
-    return NodeSpec(**cat[name])
+    return NodeSpec(**_entry("nodes", name, "cluster.node"))
 
 
 def default_node_for(device: str) -> str:

@@ -61,6 +61,9 @@ def cmd_simulate(argv: list[str]) -> int:
             args=argv,
             prog="vidur-fast simulate",
             default=start,
+            # run-wide flags (--output.dir, --cluster.*, --seed, ...) may also follow a
+            # `name:` subcommand
+            config=(tyro.conf.CascadeSubcommandArgs,),
             description="Simulate one deployment. `--preset NAME` starts from a named config "
             "(`--preset list` shows them), `--config FILE` from a YAML/JSON file of config "
             "fields or a run directory's config.json; other flags override its fields.",

@@ -66,3 +66,16 @@ def test_cli_unknown_model_exits_2(capsys, tmp_path):
     assert rc == 2
     err = capsys.readouterr().err
     assert "closest:" in err and "Traceback" not in err
+
+
+def test_device_names_are_case_insensitive_and_misspellings_get_suggestions():
+    import pytest
+
+    from vidur_fast.catalog import get_device, get_node
+    from vidur_fast.errors import ConfigError
+
+    assert get_device("H100").name == "h100" and get_node("H100_DGX").name == "h100_dgx"
+    with pytest.raises(
+        ConfigError, match="cluster.device: unknown device 'h10'; did you mean h100"
+    ):
+        get_device("h10")

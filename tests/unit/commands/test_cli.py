@@ -141,3 +141,16 @@ def test_a_misspelt_command_gets_a_suggestion(capsys):
         main(["simlate"])
     assert exc.value.code == 2
     assert "did you mean 'simulate'" in capsys.readouterr().err
+
+
+def test_run_flags_may_follow_a_subcommand(tmp_path):
+    """The issue's example: --output.dir (and other run-wide flags) after workload: ..."""
+    from tests.helpers.cli_args import FAST_TIMING_ARGS
+    from vidur_fast.commands.main import main
+
+    out = tmp_path / "zipf"
+    argv = ["--quiet", *FAST_TIMING_ARGS, "workload:synthetic", "workload.lengths:zipf"]
+    argv += ["--workload.num-requests", "30", "--output.dir", str(out), "--seed", "4"]
+    assert main(argv) == 0
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["seed"] == 4 and cfg["workload"]["lengths"]["type"] == "ZipfLengths"
