@@ -30,6 +30,17 @@ def _first_section(text: str) -> str:
     return re.sub(r"\s+", " ", " ".join(lines)).strip()
 
 
+def _suggestion(text: str) -> str | None:
+    """The first flag of the parser's "Perhaps you meant" list, if it has one."""
+    rows = [r.strip().strip(_BORDER).strip() for r in _ANSI.sub("", text).splitlines()]
+    for k, row in enumerate(rows):
+        if row.startswith("Perhaps you meant"):
+            for nxt in rows[k + 1 :]:
+                if nxt.startswith("--"):
+                    return nxt.split()[0]
+    return None
+
+
 def parse_args_or_raise(parse, prog: str):
     """Run parse() (a tyro.cli call); a parse error becomes a one-line ConfigError, while help
     and its exit code 0 pass through unchanged."""
@@ -41,5 +52,9 @@ def parse_args_or_raise(parse, prog: str):
         if exc.code in (0, None):
             sys.stderr.write(buf.getvalue())
             raise
-        summary = _first_section(buf.getvalue()) or "invalid command line"
+        text = buf.getvalue()
+        summary = _first_section(text) or "invalid command line"
+        hint = _suggestion(text)
+        if hint:
+            summary += f"; did you mean {hint}?"
         raise ConfigError(f"{summary} (see {prog} --help)") from None

@@ -154,3 +154,13 @@ def test_run_flags_may_follow_a_subcommand(tmp_path):
     assert main(argv) == 0
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["seed"] == 4 and cfg["workload"]["lengths"]["type"] == "ZipfLengths"
+
+
+def test_a_misspelt_flag_gets_a_suggestion(capsys):
+    from vidur_fast.commands.main import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--cluster.devce", "h100"])
+    assert exc.value.code == 2
+    err = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
+    assert len(err) == 1 and "did you mean --cluster.device?" in err[0], err
