@@ -148,7 +148,9 @@ def _search_all(points: list[Point], ids, settings, log, pool, retry_errors, qui
             log.add(pid, {"status": "error", "error": problem, "probes": []})
         else:
             todo[pid] = (pid, p.config, settings)
-    with tqdm(total=len(todo), disable=quiet, file=sys.stderr, desc="capacity") as bar:
+    with tqdm(
+        total=len(todo), disable=True if quiet else None, file=sys.stderr, desc="capacity"
+    ) as bar:
         for task, result, exc in pool.imap(search_deployment, list(todo.values())):
             if exc is not None:
                 result = (

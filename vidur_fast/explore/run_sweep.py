@@ -102,6 +102,9 @@ def run_sweep(
         if out_dir is not None:
             release_dir(out_dir)
     if not quiet:
+        from vidur_fast.outputs.console import format_sweep_table
+
+        print(format_sweep_table(table))
         n_err = int((table["status"] != "ok").sum())
         print(
             f"sweep: {len(points)} points ({n_run} run, {n_skipped} already done, "
@@ -122,7 +125,9 @@ def _run_points(points, log: ResultLog, pool, retry_errors: bool, quiet: bool):
         else:
             todo.append(p)
     unique = list({p.id: (p.id, p.config) for p in todo}.values())  # same config twice: once
-    with tqdm(total=len(unique), disable=quiet, file=sys.stderr, desc="sweep") as bar:
+    with tqdm(
+        total=len(unique), disable=True if quiet else None, file=sys.stderr, desc="sweep"
+    ) as bar:
         for chunk, results, exc in pool.imap(run_chunk, make_chunks(unique, pool.workers)):
             if exc is not None:
                 results = [

@@ -64,3 +64,46 @@ def format_summary(summary: dict) -> str:
             f" ${summary['cost_per_1k_requests_usd']:.4f} per 1k requests"
         )
     return "\n".join(lines)
+
+
+# sweep table: the deployment columns that vary, then these figures
+SWEEP_AXES = (
+    "model",
+    "device",
+    "node",
+    "tp",
+    "pp",
+    "num_replicas",
+    "scheduler",
+    "router",
+    "workload",
+    "qps",
+    "seed",
+)
+SWEEP_FIGURES = (
+    ("status", "status"),
+    ("throughput_requests_per_s", "req/s"),
+    ("prefill_e2e_time_p90", "TTFT p90 s"),
+    ("tbt_p99", "TBT p99 s"),
+    ("request_e2e_time_p99", "E2E p99 s"),
+    ("cost_per_1k_requests_usd", "$/1k req"),
+)
+
+
+def format_sweep_table(table) -> str:
+    """One line per point: the deployment settings that differ between points and the key
+    figures."""
+    axes = [c for c in SWEEP_AXES if c in table and table[c].astype(str).nunique() > 1]
+    figures = [(c, h) for c, h in SWEEP_FIGURES if c in table]
+    heads = ["point", *axes, *(h for _, h in figures)]
+    rows = []
+    for _, r in table.iterrows():
+        cells = [str(r["point"])] + [str(r[a]) for a in axes]
+        for col, _ in figures:
+            v = r[col]
+            cells.append(f"{v:.4g}" if isinstance(v, float) else str(v))
+        rows.append(cells)
+    widths = [max(len(h), *(len(row[k]) for row in rows)) for k, h in enumerate(heads)]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(heads, widths, strict=True))]
+    lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    return "\n".join(lines)

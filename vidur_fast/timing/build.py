@@ -206,7 +206,10 @@ def _version(package: str) -> str:
 def _build(samples: OperatorSamples, cfg: PredictorConfig, tp: int, pp: int, progress: bool):
     t0 = time.perf_counter()
     total = len(op_tables(samples)) + _GRID_STAGES
-    with tqdm(total=total, disable=not progress, file=sys.stderr, desc="timing") as bar:
+    # no bar when stderr is not a terminal (logs get no carriage-return clutter)
+    with tqdm(
+        total=total, disable=None if progress else True, file=sys.stderr, desc="timing"
+    ) as bar:
 
         def step(stage: str) -> None:
             bar.set_postfix_str(stage)

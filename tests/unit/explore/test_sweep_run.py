@@ -102,3 +102,12 @@ def test_point_ids_ignore_where_grids_are_cached(inline_sweep, tmp_path):
     data["base"]["predictor"]["cache_dir"] = str(tmp_path / "elsewhere")
     moved = run_sweep(write(tmp_path / "m.json", data), str(first.out_dir), workers=1, quiet=True)
     assert moved.n_run == 0
+
+
+def test_a_sweep_prints_its_table_and_no_bar_without_a_terminal(tmp_path, grid_cache, capsys):
+    cfg = write(tmp_path / "s.json", small_sweep(grid_cache))
+    run_sweep(cfg, str(tmp_path / "out"), workers=1)
+    io = capsys.readouterr()
+    lines = io.out.splitlines()
+    assert lines[0].split()[:4] == ["point", "tp", "scheduler", "qps"] and len(lines) == 9
+    assert "\r" not in io.err  # stderr is not a terminal here: no progress bar
