@@ -10,6 +10,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from vidur_fast.config.sim import SimConfig
+from vidur_fast.config.workload import TraceWorkload
 from vidur_fast.errors import UserError
 from vidur_fast.explore.errors import SweepFileError
 from vidur_fast.explore.executors import make_executor
@@ -37,13 +38,31 @@ class CapacityOutcome:
     n_skipped: int
 
 
+def trace_rate(workload: TraceWorkload) -> float:
+    """Mean arrival rate (requests/s) of the trace as the workload replays it (its offset,
+    window, count and time_scale applied)."""
+    from vidur_fast.workload.build import build_workload
+
+    table = build_workload(workload, seed=0)
+    span = float(table.arrival_s[-1] - table.arrival_s[0]) if len(table) > 1 else 0.0
+    if span <= 0:
+        raise SweepFileError(
+            f"base.workload.path: {workload.path}: its arrivals span no time, so its rate "
+            "cannot be scaled"
+        )
+    return (len(table) - 1) / span
+
+
 def qps_problem(cfg: SimConfig) -> str | None:
-    """Why the search cannot vary cfg's arrival rate, or None when it can."""
+    """Why the search cannot vary cfg's arrival rate, or None when it can (a synthetic rate, or
+    a trace's replay speed)."""
+    if isinstance(cfg.workload, TraceWorkload):
+        return None
     intervals = getattr(cfg.workload, "intervals", None)
     if intervals is None or "qps" not in {f.name for f in dataclasses.fields(intervals)}:
         return (
-            "workload.intervals: the capacity search needs a synthetic workload whose "
-            "intervals have a qps (poisson, gamma or uniform)"
+            "workload.intervals: the capacity search needs a trace, or a synthetic workload "
+            "whose intervals have a qps (poisson, gamma or uniform)"
         )
     return None
 
@@ -66,6 +85,11 @@ def _check(spec) -> CapacitySettings:
         problem = qps_problem(spec.base)
         if problem:
             raise SweepFileError(f"base.{problem}")
+        if isinstance(spec.base.workload, TraceWorkload):
+            try:
+                trace_rate(spec.base.workload)  # readable, with arrival times, before any run
+            except UserError as exc:
+                raise SweepFileError(str(exc)) from None
     return settings
 
 
@@ -184,6 +208,23 @@ def _tables(spec, points, ids, log, settings):
     for col in ("capacity_qps", "cost_per_hour_usd", settings.pareto_metric):
         if col not in table:
             table[col] = np.nan
+    # a trace deployment searched a rate multiplier: report it and the rate it stands for
+    rates = {}
+    multiplier = []
+    for k, p in enumerate(points):
+        w = p.config.workload if p.config is not None else None
+        if isinstance(w, TraceWorkload):
+            if w not in rates:
+                try:
+                    rates[w] = trace_rate(w)
+                except UserError:
+                    rates[w] = np.nan
+            m = float(table.loc[k, "capacity_qps"])
+            multiplier.append(m)
+            table.loc[k, "capacity_qps"] = m * rates[w]
+        else:
+            multiplier.append(np.nan)
+    table["capacity_rate_multiplier"] = multiplier
     qps = table["capacity_qps"].astype(float)
     cost = table["cost_per_hour_usd"].astype(float)
     served = qps > 0

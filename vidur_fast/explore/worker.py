@@ -13,6 +13,7 @@ from typing import Any
 from vidur_fast.api import simulate
 from vidur_fast.catalog import get_device
 from vidur_fast.config.sim import SimConfig
+from vidur_fast.config.workload import TraceWorkload
 from vidur_fast.errors import UserError
 from vidur_fast.explore.search import find_capacity
 from vidur_fast.explore.slo import meets_slo, slo_column
@@ -96,7 +97,11 @@ def run_chunk(chunk: list[tuple[str, SimConfig]]) -> list[tuple[str, dict[str, A
 
 
 def with_qps(cfg: SimConfig, qps: float) -> SimConfig:
-    """cfg with its workload's arrival rate set to qps."""
+    """cfg at the searched rate: a synthetic workload's arrival rate set to qps; a trace
+    replayed qps times as fast (the search variable is then a rate multiplier)."""
+    if isinstance(cfg.workload, TraceWorkload):
+        scaled = dataclasses.replace(cfg.workload, time_scale=cfg.workload.time_scale / float(qps))
+        return dataclasses.replace(cfg, workload=scaled)
     intervals = dataclasses.replace(cfg.workload.intervals, qps=float(qps))
     return dataclasses.replace(cfg, workload=dataclasses.replace(cfg.workload, intervals=intervals))
 

@@ -116,15 +116,64 @@ def test_unservable_and_invalid_deployments_are_rows_not_crashes(tmp_path):
     assert "ttft_p90" in t["error"].item() and not t["pareto"].item()
 
 
-def test_trace_workload_is_refused_up_front(tmp_path):
+def test_a_workload_whose_rate_cannot_vary_is_refused_up_front(tmp_path):
     from vidur_fast.explore.errors import SweepFileError
 
     data = {
-        "base": {"workload": {"type": "trace", "path": "x.csv"}},
+        "base": {"workload": {"type": "synthetic", "intervals": "static", "num_requests": 9}},
         "capacity": {"slo": {"tbt_p99": 0.1}},
     }
     path = tmp_path / "c.json"
     path.write_text(json.dumps(data))
     with pytest.raises(SweepFileError, match="base.workload.intervals"):
         run_capacity(str(path), str(tmp_path / "out"), workers=1, quiet=True)
+    assert not (tmp_path / "out").exists()
+    data["base"]["workload"] = {"type": "trace", "path": str(tmp_path / "x.csv")}
+    path.write_text(json.dumps(data))
+    with pytest.raises(SweepFileError, match="x.csv: file not found"):
+        run_capacity(str(path), str(tmp_path / "out"), workers=1, quiet=True)
+    assert not (tmp_path / "out").exists()
+
+
+def test_capacity_of_a_trace_searches_its_replay_speed(tmp_path):
+    from tests.conftest import REPO
+    from tests.helpers.sweeps import FAST_PREDICTOR
+    from vidur_fast.explore.run_capacity import trace_rate
+    from vidur_fast.workload import TraceWorkload
+
+    trace = str(REPO / "traces" / "examples" / "poisson_uniform_200.csv")
+    data = {
+        "base": {
+            "workload": {"type": "trace", "path": trace, "num_requests": 120},
+            "predictor": {**FAST_PREDICTOR, "cache_dir": str(tmp_path / "g")},
+        },
+        "grid": {"num_replicas": [1, 2]},
+        "capacity": {"slo": {"ttft_p90": 0.5}, "start_qps": 1.0, "rel_tol": 0.2, "max_qps": 512},
+    }
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(data))
+    t = run_capacity(str(path), str(tmp_path / "out"), workers=1, quiet=True).table
+    assert (t["status"] == "ok").all(), t[["status", "error"]]
+    m = t["capacity_rate_multiplier"].to_numpy()
+    rate = trace_rate(TraceWorkload(trace, num_requests=120))
+    np.testing.assert_allclose(t["capacity_qps"].to_numpy(), m * rate)
+    assert m[1] > m[0] > 1.0  # two replicas serve a faster replay than one
+
+
+def test_capacity_of_a_trace_without_arrival_times_is_one_line(tmp_path, capsys):
+    from vidur_fast.commands.main import main
+
+    lengths = tmp_path / "lengths.csv"
+    lengths.write_text("num_prefill_tokens,num_decode_tokens\n100,10\n200,20\n")
+    data = {
+        "base": {"workload": {"type": "trace", "path": str(lengths)}},
+        "capacity": {"slo": {"ttft_p90": 0.5}},
+    }
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(SystemExit) as exc:
+        main(["capacity", str(path), "--out", str(tmp_path / "out"), "--quiet"])
+    assert exc.value.code == 2
+    err = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
+    assert len(err) == 1 and err[0].startswith("error:") and "arrived_at" in err[0], err
     assert not (tmp_path / "out").exists()

@@ -369,7 +369,19 @@ def test_cache_key_tracks_values_not_run_time_settings(samples):
     assert cache_key(samples, SMALL, model=GQA.name, tp=4, pp=2) != base
 
 
-def test_progress_bar_goes_to_stderr(samples, tmp_path, capsys):
+def test_progress_bar_goes_to_a_terminal_stderr_only(samples, tmp_path, capsys, monkeypatch):
+    import io
+    import sys
+
     timing_from_samples(samples, GQA, 1, 1, _cfg(tmp_path, "ignore"), progress=True)
     captured = capsys.readouterr()
-    assert "timing" in captured.err and captured.out == ""
+    assert captured.err == "" and captured.out == ""  # not a terminal: no bar in logs
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    term = Terminal()
+    monkeypatch.setattr(sys, "stderr", term)
+    timing_from_samples(samples, GQA, 1, 1, _cfg(tmp_path, "ignore"), progress=True)
+    assert "timing" in term.getvalue() and capsys.readouterr().out == ""
