@@ -46,7 +46,7 @@ class ReportArgs:
     runs: Annotated[tuple[str, ...], tyro.conf.Positional, tyro.conf.arg(metavar="RUN")] = ()
     """Run directories (each with summary.json; metrics.h5 for plots). The first is the base."""
     out: str | None = None
-    """Directory for the plots and report.csv (default: <first run>/report)."""
+    """Directory for the plots and report.csv (none: the table is only printed)."""
     plots: bool = True
     """Write plots (needs metrics.h5 in every run)."""
     html: str | None = None
@@ -193,11 +193,16 @@ def report(args: ReportArgs) -> int:
         _write_html(Path(args.html), runs_page(runs, labels, (csv_rows[0], csv_rows[1:])))
         if args.out is None:
             return 0
+    table, csv_rows = comparison_table(summaries, labels)
+    if args.out is None:
+        # nothing is written into the runs compared: files only where --out says
+        print(table)
+        print("(--out DIR writes report.csv and the plots; --html FILE one page)")
+        return 0
     runs = [read_run(p) for p in paths] if args.plots else []
-    out = Path(args.out) if args.out else paths[0] / "report"
+    out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise RunDirError(f"--out: {out} exists and is not a directory")
-    table, csv_rows = comparison_table(summaries, labels)
     print(table)
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -49,10 +49,14 @@ def test_report_single_run_writes_the_full_plot_set(small_run_dir, tmp_path, cap
     assert "report written to" in capsys.readouterr().out
 
 
-def test_report_default_out_is_inside_the_first_run(small_result, tmp_path):
+def test_report_writes_only_where_told(small_result, tmp_path, capsys):
     run = write_plain(small_result, tmp_path / "r")
-    assert main(["report", str(run), "--no-plots"]) == 0
-    assert sorted(p.name for p in (run / "report").iterdir()) == ["report.csv"]
+    before = sorted(p.name for p in run.iterdir())
+    assert main(["report", str(run)]) == 0
+    assert sorted(p.name for p in run.iterdir()) == before  # nothing written into the run
+    assert "TTFT p50" in capsys.readouterr().out
+    assert main(["report", str(run), "--no-plots", "--out", str(tmp_path / "o")]) == 0
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["report.csv"]
 
 
 def test_report_bad_inputs_exit_2_with_one_line(small_result, small_run_dir, tmp_path, capsys):
