@@ -212,10 +212,9 @@ def _sweep_file(d: Path, cache: str, grid: dict, workload: dict | None = None) -
     return str(path)
 
 
-def test_kill_9_of_a_sweep_leaves_no_process_and_resumes_exactly(tmp_path, cache_env):
-    from vidur_fast.explore.run_sweep import run_sweep
-
-    # enough points that the sweep cannot finish between its first point and the kill
+def _start_long_sweep(tmp_path, cache_env):
+    """A 60-point sweep on two workers in its own process group: (sweep file, out dir,
+    process). Enough points that it cannot finish between its first point and a signal."""
     grid = {"qps": list(range(2, 32)), "seed": [1, 2]}
     cfg = _sweep_file(tmp_path, cache_env["VIDUR_FAST_CACHE"], grid)
     out = tmp_path / "out"
@@ -224,9 +223,17 @@ def test_kill_9_of_a_sweep_leaves_no_process_and_resumes_exactly(tmp_path, cache
         + ["--workers", "2", "--quiet"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        text=True,
         env={**os.environ, **cache_env},
         start_new_session=True,
     )
+    return cfg, out, proc
+
+
+def test_kill_9_of_a_sweep_leaves_no_process_and_resumes_exactly(tmp_path, cache_env):
+    from vidur_fast.explore.run_sweep import run_sweep
+
+    cfg, out, proc = _start_long_sweep(tmp_path, cache_env)
     log = out / "points.jsonl"
     try:
         wait_for(
@@ -292,19 +299,7 @@ def test_two_sweeps_on_one_out_dir(tmp_path, cache_env, capsys):
 
 
 def test_sigterm_of_a_sweep_stops_its_workers_and_keeps_finished_points(tmp_path, cache_env):
-    # enough points that the sweep cannot finish between its first point and the kill
-    grid = {"qps": list(range(2, 32)), "seed": [1, 2]}
-    cfg = _sweep_file(tmp_path, cache_env["VIDUR_FAST_CACHE"], grid)
-    out = tmp_path / "out"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "vidur_fast.commands.main", "sweep", cfg, "--out", str(out)]
-        + ["--workers", "2", "--quiet"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **cache_env},
-        start_new_session=True,
-    )
+    cfg, out, proc = _start_long_sweep(tmp_path, cache_env)
     log = out / "points.jsonl"
     try:
         wait_for(
