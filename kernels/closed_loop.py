@@ -11,9 +11,9 @@ tokenization): request i occupies it for ingest_ns[i] in send order, so a burst 
 the engine spread out. The last token reaches the client respond_ns after the engine emits it,
 and only then does the client send again.
 
-With `lag` set, the engine schedules one step ahead (vLLM's async scheduling: step k+1 is
-formed while step k runs), so a request that reaches a replica while a step is in flight is
-held until that step ends, just after the scheduler formed the next step without it.
+vLLM's async scheduling (a request reaching the engine during step k joins step k+2) is the
+engine's own behaviour (scheduler.async_scheduling, kernels/loop.py), the same for open-loop
+and closed-loop arrivals; nothing here holds requests back.
 """
 
 from typing import NamedTuple
@@ -37,7 +37,6 @@ class ClosedLoop(NamedTuple):
     ingested: np.ndarray  # int8[n], 1 once request i passed the front end
     fe_free: np.ndarray  # int64[1], when the (serial) front end is free again
     respond_ns: np.ndarray  # int64[1], engine -> client latency of each streamed token
-    lag: np.ndarray  # int64[1], 1: the engine schedules one step ahead (async scheduling)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -153,36 +152,3 @@ def front_end_nb(cl, i, t_ns):
     cl.ingested[i] = 1
     heap_push_nb(cl, t_engine, i)
     return False
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def hold_for_next_step_nb(cl, i, bat_end_row):
-    """Request i just reached a replica whose batch slots end at bat_end_row (NEVER: free).
-    When the engine schedules one step ahead and a step is in flight, the step after it is
-    already formed: i is pushed back to arrive 1 ns after the in-flight step ends (after the
-    scheduler ran at that time), so it can join the step after next at the earliest.
-
-    Mutates: cl (heap, ingested) when i is held.
-    Returns: True when i is held (do not queue it now), False to queue it at once.
-    """
-    if cl.lag[0] == 0 or cl.ingested[i] == 2:
-        return False
-    end = NEVER
-    for s in range(bat_end_row.shape[0]):
-        if bat_end_row[s] < end:
-            end = bat_end_row[s]
-    if end == NEVER:
-        return False
-    cl.ingested[i] = 2
-    heap_push_nb(cl, end + 1, i)
-    return True
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def was_held_nb(cl, i):
-    """Whether request i was held for the next step (it is already routed).
-
-    Mutates: nothing.
-    Returns: bool.
-    """
-    return cl.heap_t.shape[0] > 0 and cl.ingested[i] == 2

@@ -6,9 +6,7 @@ from vidur_fast.kernels.closed_loop import (
     front_end_nb,
     heap_peek_nb,
     heap_pop_nb,
-    hold_for_next_step_nb,
     release_next_nb,
-    was_held_nb,
 )
 from vidur_fast.kernels.codes import (
     KV_RULE_PER_REQUEST,
@@ -305,13 +303,8 @@ def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, limit_ns, max_steps):
                 if closed:  # the client gets its error at once and goes on
                     release_next_nb(cl, reqs, nr, t_arr)
                 continue
-            if was_held_nb(cl, nr):
-                rr = reqs.replica[nr]
-            else:
-                rr = route_request_nb(reps, rstate, kv, reqs, p, nr)
-                reqs.replica[nr] = rr
-                if closed and hold_for_next_step_nb(cl, nr, reps.bat_end[rr]):
-                    continue
+            rr = route_request_nb(reps, rstate, kv, reqs, p, nr)
+            reqs.replica[nr] = rr
             reqs.status[nr] = ReqStatus.WAITING
             wq_push_back_nb(reps, reqs, rr, nr)
             # NOTE(vllm): with async scheduling a replica with a step in flight is waiting for

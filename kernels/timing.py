@@ -46,6 +46,8 @@ class TimingParams(NamedTuple):
     tp: int
     pp: int
     cpu_overhead_per_seq_ms: float = 0.0  # host overhead per request in the batch, per stage
+    sampler_ms: float = 0.0  # GPU time per step outside the layers (sampling), last stage
+    sampler_per_seq_ms: float = 0.0  # the same per request in the batch
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -78,7 +80,8 @@ def host_time_ms_nb(tp_, n_seqs):
     """Host part of a stage time (fixed plus per-request overhead) for a batch of n_seqs.
 
     Mutates: nothing.
-    Returns: ms (float); stage_time_ms_nb includes it.
+    Returns: ms (float); stage_time_ms_nb includes it (the sampler terms are GPU time, not
+    host time).
     """
     return tp_.cpu_overhead_ms + tp_.cpu_overhead_per_seq_ms * n_seqs
 
@@ -124,6 +127,10 @@ def stage_time_ms_nb(
         layer += t
     total = layer * tp_.layers_per_stage + tp_.cpu_overhead_ms
     total += tp_.cpu_overhead_per_seq_ms * (n_dec + n_pre)
+    if last_stage:
+        # the sampler runs once per step, on the logits of the last stage (GPU work: it does
+        # not overlap the step the way host work does under async scheduling)
+        total += tp_.sampler_ms + tp_.sampler_per_seq_ms * (n_dec + n_pre)
     if tp_.pp > 1 and not last_stage:
         total += grids.sendrecv_ms[
             _clamp_nb(c, CLAMP_TOKENS, t_rounded, grids.sendrecv_ms.shape[0])

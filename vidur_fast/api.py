@@ -7,6 +7,7 @@ import numpy as np
 
 from vidur_fast.catalog import default_node_for, get_device, get_model, get_node
 from vidur_fast.config.convert import field_types, member_name, union_members
+from vidur_fast.config.engine import resolve_engine
 from vidur_fast.config.sim import (
     SESSION_ROUTER_TYPES,
     PrefixAwareRouter,
@@ -88,6 +89,8 @@ def simulate(
     """
     phases = {}
     t = time.perf_counter()
+    # engine defaults (None / "auto") resolved once: the Result and config.json carry them
+    cfg = resolve_engine(cfg)
     validate_config(cfg)
     model = get_model(cfg.cluster.model)
     device = get_device(cfg.cluster.device)

@@ -118,9 +118,9 @@ CASES = {
 }
 
 GOLDEN = {
-    "v1_prefix_aware": "6a26ade4ca91f6d1b0c1200c383c0629bd09cb27b85ddaa13f7c07f91f8a9e2f",
-    "v1_async_sticky": "499d807577401963705f9d0e04b14a58bf64c92d1390d60fab7197f477b9e277",
-    "v1_preempting": "f1801e18e96c4950b9582a1812f263f479bc2fe33446b2f3af87e3b2ab4f998c",
+    "v1_prefix_aware": "4eebd28e73ed1d61ab0ea2acae3f6b25c8bb99bc2658fbde79db0f0c755a7e7a",
+    "v1_async_sticky": "ab1fbd72774b25c92bf20e150a90c509e81b8278cbc0bb8a1df9c99368a84965",
+    "v1_preempting": "568a615ee073df6d0dde3cb3630d80053540137e2774ed9a1ee2a6549985d1e7",
     "sarathi_pp2": "d6304e96a16f8e9b52c78392ad5ab188467f261821362daa8440be39a19c6326",
     "vllm_v0_random": "5db7de09262ad53020b59dd9396d8e5265a6f567b938142bb2d8d6858dcbc3df",
     "orca": "ca8a293ca18acc7c071255abef304ea2067c9c9ee3e0f928ce66f7943c912dfe",

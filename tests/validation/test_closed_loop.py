@@ -165,43 +165,54 @@ def test_max_partial_prefills_caps_prefills_per_step(cap, first_batch):
         assert sizes[:3] == [1, 2, 3]
 
 
-def _held_past_in_flight_step(out) -> tuple[int, int]:
-    """(requests that reached the replica while a step ran, those of them scheduled at the end
-    of that very step)."""
-    b = out.batches
+def _joined_next_step(out) -> tuple[int, int]:
+    """(requests that reached the replica while a step ran, those of them whose first token
+    came at the end of the step right after that one)."""
+    b = out.batches.sort_values("end_ns")
     start, end = b["start_ns"].to_numpy(), b["end_ns"].to_numpy()
     reqs = out.reqs
-    during, at_once = 0, 0
+    during, joined = 0, 0
     for i in range(reqs.arrival_ns.shape[0]):
         k = np.flatnonzero((start < reqs.arrival_ns[i]) & (reqs.arrival_ns[i] < end))
-        if k.size == 0:
+        if k.size == 0 or k[0] + 1 >= end.shape[0]:
             continue
         during += 1
-        at_once += int(reqs.sched_ns[i] == end[k[0]])
-    return during, at_once
+        joined += int(reqs.first_tok_ns[i] <= end[k[0] + 1])
+    return during, joined
 
 
-def test_schedule_ahead_holds_arrivals_past_the_step_already_formed():
-    base = dict(
+def _run_sched(cfg: ClosedLoopWorkload, async_on: bool, seed: int):
+    table, plan = build_closed_loop(cfg, seed)
+    n = len(table)
+    sp = params(SchedPolicy.VLLM_V1, num_blocks=4000, batch_cap=64, chunk=2048)
+    sp = sp._replace(async_scheduling=int(async_on))
+    return run_engine(
+        table.arrival_s, table.prompt_tokens, table.decode_tokens, np.full(n, -1),
+        np.zeros(n + 1, dtype=np.int64), np.zeros(n, dtype=np.uint8), linear_grids(),
+        TimingParams(64, 32, 2, 0.0, 0.0, 0.0, 1, 1, 1), sp, np.zeros(n),
+        closed_loop=plan,
+    )  # fmt: skip
+
+
+def test_async_scheduling_joins_closed_loop_arrivals_to_the_step_after_next():
+    """vLLM's async scheduling is the engine's (scheduler.async_scheduling), for closed-loop
+    arrivals as for open-loop ones: step k+1 is formed while step k runs, so a request that
+    arrives during step k joins step k+2 at the earliest."""
+    cfg = ClosedLoopWorkload(
         concurrency=6,
         num_requests=60,
         lengths=UniformLengths(min_tokens=40, max_tokens=400, prefill_to_decode_ratio=3.0),
         response_ms=0.5,
     )
-    _, _, sync = _run(ClosedLoopWorkload(**base), seed=5)
-    _, _, ahead = _run(ClosedLoopWorkload(**base, schedule_ahead=True), seed=5)
+    sync = _run_sched(cfg, False, seed=5)
+    ahead = _run_sched(cfg, True, seed=5)
     assert sync.status == ahead.status == "done"
-    during, at_once = _held_past_in_flight_step(sync)
-    assert during > 10 and at_once == during  # synchronous: the next step takes them
-    during, at_once = _held_past_in_flight_step(ahead)
-    assert during > 10 and at_once == 0  # one step ahead: never the step already formed
+    during, joined = _joined_next_step(sync)
+    assert during > 10 and joined == during  # synchronous: the next step takes them
+    during, joined = _joined_next_step(ahead)
+    assert during > 10 and joined == 0  # one step ahead: never the step already formed
     # a client's first request meets an idle engine and is scheduled at once
     assert ahead.reqs.sched_ns[0] == ahead.reqs.arrival_ns[0] == 0
     # waiting one more step costs time to first token
     ttft = lambda o: np.mean(o.reqs.first_tok_ns - o.reqs.arrival_ns)  # noqa: E731
     assert ttft(ahead) > ttft(sync)
-
-
-def test_schedule_ahead_must_be_a_bool():
-    with pytest.raises(ConfigError, match="schedule_ahead"):
-        build_closed_loop(ClosedLoopWorkload(schedule_ahead=1), 0)

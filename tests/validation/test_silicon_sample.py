@@ -118,8 +118,9 @@ def test_campaign_facts(rows):
     qwen = [r for r in rows if r.bench.model == "Qwen/Qwen3-32B" and r.precision == "bf16"]
     assert {campaign_for(r).name for r in qwen} == {"gap-analysis"}
     assert campaign_for(qwen[0]).kv_cache_dtype == ""  # nothing stated: validator defaults
-    assert c.host_overlap and not c.held_out  # --async-scheduling: host work overlapped
-    assert not campaign_for(qwen[0]).host_overlap
+    # --async-scheduling, and benchmark_serving.py sends temperature 0 (argmax, no sampler)
+    assert c.async_scheduling and c.greedy and not c.held_out
+    assert campaign_for(qwen[0]).async_scheduling is None and not campaign_for(qwen[0]).greedy
     # rows that cannot be reproduced as measured are held out, with the reason
     for model, name in (("nvidia/Llama-3.1-8B-Instruct-FP8", "gap-analysis-reuse"),):
         sel = [r for r in rows if r.bench.model == model and r.bench.backend == "vllm"]

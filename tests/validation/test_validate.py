@@ -9,9 +9,9 @@ from vidur_fast.commands.main import main
 from vidur_fast.validation.bench_csv import read_bench_csv
 from vidur_fast.validation.run import (
     ValidateConfig,
+    async_scheduling_by_default,
     row_config,
     run_validation,
-    schedules_ahead_by_default,
 )
 
 CSV_NAME = "validation/silicon_vllm_h100_qwen3_32b.csv"
@@ -54,11 +54,13 @@ def test_csv_columns_are_mapped_and_defaults_applied(shared_dir):
     assert cfg.cluster.device == "h100" and cfg.cluster.memory_model == "vllm"
     assert cfg.workload.num_requests == 80 and cfg.workload.concurrency == 8
     assert cfg.scheduler.max_num_batched_tokens == 8192
-    assert cfg.workload.schedule_ahead  # vLLM 0.12.0 schedules one step ahead
+    assert cfg.scheduler.async_scheduling  # vLLM 0.12.0 schedules asynchronously
+    assert (cfg.workload.ingest_ms, cfg.workload.response_ms) == (2.0, 1.0)  # engine defaults
     old = row_config(replace(r, backend_version="0.11.2"), ValidateConfig(csv="x"))
-    assert not old.workload.schedule_ahead
-    off = row_config(r, ValidateConfig(csv="x", schedule_ahead=False))
-    assert not off.workload.schedule_ahead
+    assert not old.scheduler.async_scheduling
+    sync = replace(ValidateConfig(csv="x").scheduler, async_scheduling=False)
+    off = row_config(r, ValidateConfig(csv="x", scheduler=sync))
+    assert not off.scheduler.async_scheduling
 
 
 @pytest.mark.parametrize(
@@ -66,7 +68,7 @@ def test_csv_columns_are_mapped_and_defaults_applied(shared_dir):
     [("0.12.0", True), ("v0.13.1", True), ("1.0", True), ("0.11.2", False), ("", True)],
 )
 def test_async_scheduling_by_version(version, ahead):
-    assert schedules_ahead_by_default(version) is ahead
+    assert async_scheduling_by_default(version) is ahead
 
 
 def test_unknown_column_is_one_line_and_exit_2(tmp_path, capsys):

@@ -60,10 +60,19 @@ class PredictorConfig:
     nccl_launch_overhead_ms: float = 0.0
     """Host launch overhead added to every TP all-reduce call (Vidur main uses 0.02)."""
     cpu_overhead_ms: float = 0.0
-    """Fixed host overhead per pipeline stage (scheduling, sampling, input preparation)."""
+    """Host time per step and pipeline stage (scheduling, input preparation, output
+    processing). A synchronous engine adds it to every step; with vllm_v1 async scheduling it
+    overlaps the step in flight, so a step lasts max(GPU, host). 0 by default: no measurement
+    of the calibration set identifies it (docs/timing_model.md, "Engine model")."""
     cpu_overhead_per_seq_ms: float = 0.0
-    """Host overhead per request in the batch, per stage (per-request scheduling, input
-    preparation and output processing of a synchronous engine loop)."""
+    """Host time per request in the batch, per step and stage (as cpu_overhead_ms)."""
+    sampler_ms: float | None = None
+    """GPU time per step outside the per-layer model, dominated by sampling with the model's
+    generation config (top-k/top-p over the vocabulary), on the last stage; GPU work, so it
+    never overlaps. None: the engine's default (vllm_v1: 1.42, calibrated; Vidur's
+    schedulers: 0). Set 0 for greedy requests (temperature 0)."""
+    sampler_per_seq_ms: float | None = None
+    """The same per request in the batch (None: vllm_v1 0.040, calibrated; Vidur's: 0)."""
     kv_rule: Literal["per_request", "sum"] = "sum"
     """Prefill kv feature: sum of per-request kv rounded up to g (Vidur main), or the sum of kv
     rounded once (Vidur canary)."""

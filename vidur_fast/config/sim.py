@@ -21,9 +21,9 @@ class VllmV1Scheduler:
     first, recompute preemption of the newest running request (the recommended scheduler)."""
 
     max_num_batched_tokens: int = 8192
-    """Token budget per step."""
-    max_num_seqs: int = 256
-    """Most requests running at once."""
+    """Token budget per step (vllm serve's default)."""
+    max_num_seqs: int = 1024
+    """Most requests running at once (vllm serve's default on a GPU of 70 GiB or more)."""
     long_prefill_token_threshold: int = 0
     """Cap on one request's tokens per step when several requests are active (0 = off)."""
     block_size: int = 16
@@ -34,15 +34,18 @@ class VllmV1Scheduler:
     """Admit a request only if its whole current sequence fits in free blocks (vLLM default)."""
     max_model_len: int | None = None
     """Longest sequence a request may reach; None = the model's max_position_embeddings."""
-    max_num_partial_prefills: int = 0
-    """Most requests in their prefill per step (0 = no cap; 1 serialises prefills, as
-    NVIDIA's aiconfigurator models vLLM's default)."""
+    max_num_partial_prefills: int = 1
+    """Most requests in their prefill per step (0 = no cap; 1, the default, serialises
+    prefills, as NVIDIA's aiconfigurator models vLLM v1 and as the validation rows show;
+    docs/validation.md)."""
     enable_prefix_caching: bool = True
     """Reuse cached KV blocks of identical prompt prefixes (needs trace hashes; vLLM default)."""
-    async_scheduling: bool = False
-    """Form the next step while the previous one runs (vLLM's AsyncScheduler): in-flight
-    decodes are scheduled again from output placeholders and the host overhead of a step
-    overlaps the step before it."""
+    async_scheduling: bool = True
+    """Form the next step while the previous one runs (vLLM's AsyncScheduler, on by default
+    since vLLM 0.12): in-flight decodes are scheduled again from output placeholders, the host
+    time of a step overlaps the step before it (a step lasts max(GPU, host)), and a request
+    reaching the engine during step k joins step k+2 at the earliest, for open-loop and
+    closed-loop arrivals alike. False: vLLM's synchronous engine loop (before 0.12)."""
 
 
 @dataclass(frozen=True)
@@ -281,10 +284,11 @@ class ClusterConfig:
     """Identical replicas behind the router."""
     memory_margin_fraction: float = 0.1
     """GPU memory kept free by the planner."""
-    memory_model: Literal["vidur", "vllm"] = "vidur"
+    memory_model: Literal["auto", "vidur", "vllm"] = "auto"
     """KV planner accounting: vidur (SPEC 7: transformer-layer weights only) or vllm (also the
     embedding and LM head, tied or not, the profiled activation peak and communication buffers,
-    vllm_v1 only); weight and KV dtypes come from predictor.precision / kv_cache_dtype."""
+    vllm_v1 only); auto: vllm for the vllm_v1 scheduler, vidur for Vidur's schedulers. Weight
+    and KV dtypes come from predictor.precision / kv_cache_dtype."""
 
 
 @dataclass(frozen=True)

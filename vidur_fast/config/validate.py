@@ -80,9 +80,9 @@ def validate_cluster(c: ClusterConfig) -> None:
     _positive("cluster.num_replicas", c.num_replicas)
     _at_most("cluster.num_replicas", c.num_replicas, MAX_REPLICAS)
     _fraction("cluster.memory_margin_fraction", c.memory_margin_fraction)
-    if c.memory_model not in ("vidur", "vllm"):
+    if c.memory_model not in ("auto", "vidur", "vllm"):
         raise ConfigError(
-            f"cluster.memory_model: must be one of vidur, vllm (got {c.memory_model!r})"
+            f"cluster.memory_model: must be one of auto, vidur, vllm (got {c.memory_model!r})"
         )
     model = get_model(c.model)
     # MoE, MLA and sliding-window models are read, counted and planned, but not timed yet:
@@ -142,7 +142,7 @@ def validate_scheduler(s, c: ClusterConfig) -> None:
                 raise ConfigError(
                     f"scheduler.batch_size_cap: must be >= pp ({c.pp}) (got {s.batch_size_cap})"
                 )
-            if c.memory_model != "vidur":
+            if c.memory_model not in ("auto", "vidur"):
                 raise ConfigError(
                     f"cluster.memory_model: {c.memory_model!r} needs scheduler vllm_v1 "
                     "(the request-slot planner is Vidur's)"
@@ -232,7 +232,11 @@ _NONNEG_FLOATS = (
     "nccl_launch_overhead_ms",
     "cpu_overhead_ms",
     "cpu_overhead_per_seq_ms",
+    "sampler_ms",
+    "sampler_per_seq_ms",
 )
+# None = the engine's default (config/engine.py)
+_OPTIONAL_FLOATS = ("sampler_ms", "sampler_per_seq_ms")
 
 
 def _fail_predictor(field: str, why: str, value: object) -> None:
@@ -259,6 +263,8 @@ def validate_predictor(cfg: PredictorConfig) -> None:
         _fail_predictor("polynomial_degree", "must be <= 6", cfg.polynomial_degree)
     for name in _NONNEG_FLOATS:
         value = getattr(cfg, name)
+        if value is None and name in _OPTIONAL_FLOATS:
+            continue
         if not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
             _fail_predictor(name, "must be a finite number >= 0", value)
     if cfg.kv_granularity > cfg.max_tokens:

@@ -183,11 +183,11 @@ def validate_closed_loop(cfg: ClosedLoopWorkload, where: str = "workload") -> No
         _finite_at_least(f"{where}.measure_s", cfg.measure_s, 0.0, strict=True)
     if cfg.max_tokens is not None:
         _int_at_least(f"{where}.max_tokens", cfg.max_tokens, 2)
-    _finite_at_least(f"{where}.ingest_ms", cfg.ingest_ms, 0.0)
+    if cfg.ingest_ms is not None:
+        _finite_at_least(f"{where}.ingest_ms", cfg.ingest_ms, 0.0)
     _finite_at_least(f"{where}.ingest_us_per_token", cfg.ingest_us_per_token, 0.0)
-    _finite_at_least(f"{where}.response_ms", cfg.response_ms, 0.0)
-    if not isinstance(cfg.schedule_ahead, bool):
-        _fail(f"{where}.schedule_ahead", "must be true or false", cfg.schedule_ahead)
+    if cfg.response_ms is not None:
+        _finite_at_least(f"{where}.response_ms", cfg.response_ms, 0.0)
     _int_at_least(f"{where}.prompt_pool", cfg.prompt_pool, 0)
     if cfg.prompt_pool and cfg.max_tokens is not None:
         _fail(f"{where}.prompt_pool", "cannot be combined with max_tokens", cfg.prompt_pool)

@@ -66,16 +66,19 @@ VIDUR_PREDICTOR = {
     "kv_rule": "per_request",
     # Vidur fits its forests on raw operator time
     "work_normalized": False,
+    # Vidur's engine has no sampler term outside its profiled operators
+    "sampler_ms": 0.0,
+    "sampler_per_seq_ms": 0.0,
 }
 DEFAULTS: dict[str, dict[str, Any]] = {
     MAIN: {
         "seed": 42,
-        "cluster": {"model": "meta-llama/Llama-2-7b-hf", "device": "a100"},
+        "cluster": {"model": "meta-llama/Llama-2-7b-hf", "device": "a100", "memory_model": "vidur"},
         "predictor": VIDUR_PREDICTOR,
     },
     CANARY: {
         "seed": 42,
-        "cluster": {"model": "meta-llama/Llama-2-7b-hf", "device": "a100"},
+        "cluster": {"model": "meta-llama/Llama-2-7b-hf", "device": "a100", "memory_model": "vidur"},
         "predictor": {
             **VIDUR_PREDICTOR,
             "max_tokens": 262144,
@@ -111,11 +114,14 @@ INTERVAL_DEFAULTS = {
     "uniform": {"qps": 0.2},
 }
 # canary's vllm_v1: chunk_size is the token budget, batch_size_cap the sequence cap;
-# prefix caching off unless asked
+# prefix caching off unless asked; a synchronous engine loop with every prefill of the budget
+# in one step (Vidur's semantics, not the vllm_v1 scheduler's vLLM-engine defaults)
 VLLM_V1_DEFAULTS = {
     "max_num_batched_tokens": 512,
     "max_num_seqs": 128,
     "enable_prefix_caching": False,
+    "max_num_partial_prefills": 0,
+    "async_scheduling": False,
 }
 
 # ---- flag tables ----
@@ -593,7 +599,8 @@ def _predictor(f: _Flags, data: dict, embedded: bool, cmd: VidurCommand) -> None
         # the project's settings for it and the grid extents the command asked for
         device = get_device(data["cluster"]["device"])
         source = "aiconfigurator" if device.aiconfigurator_system else "roofline"
-        data["predictor"] = {"source": source, **given}
+        data["predictor"] = {"source": source, "sampler_ms": 0.0, "sampler_per_seq_ms": 0.0}
+        data["predictor"].update(given)
         cmd.notices.append(
             f"no Vidur profiling data ({out['profile_dir']} does not exist and no "
             f"--*_compute_input_file was given): using the embedded {source} timing data "

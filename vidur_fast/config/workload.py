@@ -172,17 +172,15 @@ class ClosedLoopWorkload:
     """Count only requests arriving in [warmup_s, warmup_s + measure_s) (None: no end)."""
     max_tokens: int | None = None
     """Cap on prompt + output tokens; longer requests shrink proportionally (None: no cap)."""
-    ingest_ms: float = 0.0
-    """Serial front-end (API server) time per request before the engine sees it."""
+    ingest_ms: float | None = None
+    """Serial front-end (API server) time per request before the engine sees it (None: the
+    engine's default, 2.0 for vllm_v1 and 0 for Vidur's schedulers; config/engine.py)."""
     ingest_us_per_token: float = 0.0
     """Front-end time per prompt token (tokenization), added to ingest_ms."""
-    response_ms: float = 0.0
+    response_ms: float | None = None
     """Latency from the engine emitting a token to the client receiving it (added to TTFT and
-    end-to-end latency; the client sends its next request only after its last token)."""
-    schedule_ahead: bool = False
-    """The engine forms step k+1 while step k runs (vLLM's async scheduling, on by default
-    since vLLM 0.12): a request reaching a replica during a step joins the step after next at
-    the earliest. For a synchronous engine model only (closed loop only)."""
+    end-to-end latency; the client sends its next request only after its last token; None:
+    the engine's default, 1.0 for vllm_v1 and 0 for Vidur's schedulers)."""
     prompt_pool: int = 0
     """Requests draw their prompt from this many distinct prompts, with replacement, as a load
     generator reusing its dataset entries does (aiperf: 100); repeated prompts hit the prefix

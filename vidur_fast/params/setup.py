@@ -5,6 +5,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vidur_fast.catalog import DeviceSpec, ModelSpec
+from vidur_fast.config.engine import memory_model
 from vidur_fast.config.sim import (
     FasterTransformerScheduler,
     LeastOutstandingPrefillRouter,
@@ -95,8 +96,7 @@ def router_code(cfg: SimConfig) -> int:
 def _memory_args(cfg: SimConfig, model: ModelSpec) -> dict:
     """Token-planner dtypes and, for memory_model vllm, the vLLM runtime reserve."""
     out = dict(weight_dtype=cfg.predictor.precision, kv_dtype=cfg.predictor.kv_cache_dtype)
-    mm = cfg.cluster.memory_model
-    if mm == "vllm":
+    if memory_model(cfg) == "vllm":
         s = cfg.scheduler
         out["embeddings"] = True
         out["runtime_bytes"] = vllm_runtime_bytes(

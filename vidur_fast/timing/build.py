@@ -71,6 +71,9 @@ def timing_params(model: ModelSpec, tp: int, pp: int, cfg: PredictorConfig) -> T
         prefill_overhead=float(cfg.prefill_batching_overhead) if gqa else 0.0,
         cpu_overhead_ms=float(cfg.cpu_overhead_ms),
         cpu_overhead_per_seq_ms=float(cfg.cpu_overhead_per_seq_ms),
+        # None (the engine default left unresolved, config/engine.py): no sampler term
+        sampler_ms=float(cfg.sampler_ms or 0.0),
+        sampler_per_seq_ms=float(cfg.sampler_per_seq_ms or 0.0),
         kv_rule=KV_RULE_PER_REQUEST if cfg.kv_rule == "per_request" else KV_RULE_SUM,
         tp=tp,
         pp=pp,

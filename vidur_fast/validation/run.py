@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from vidur_fast.catalog import get_device, get_model, list_devices
+from vidur_fast.config.engine import resolve_engine
 from vidur_fast.config.predictor import PredictorConfig
 from vidur_fast.config.sim import ClusterConfig, SimConfig, VllmV1Scheduler
 from vidur_fast.config.workload import ClosedLoopWorkload, FixedLengths
@@ -40,14 +41,7 @@ KV_DTYPES = {
     "fp8_e4m3": "fp8",
 }
 SUPPORTED_BACKENDS = ("", "vllm")
-# Host overhead of one engine step of vLLM's synchronous loop (schedule, prepare inputs, sample,
-# process outputs): a fixed part and a part per request in the batch. Estimated from decode-step
-# times isolated by pairs of benchmarks that differ only in output length (docs/validation.md);
-# re-derived on the fastest-kernel envelope of the GEMM and all-reduce tables (1.15 + 0.038
-# before it).
-HOST_STEP_MS = 1.42
-HOST_PER_SEQ_MS = 0.040
-# First vLLM release whose engine schedules one step ahead by default (async scheduling).
+# First vLLM release whose engine schedules asynchronously by default (vllm-project/vllm#27614).
 ASYNC_SCHEDULING_SINCE = (0, 12)
 
 
@@ -68,32 +62,22 @@ class ValidateConfig:
     warmup_requests_per_client: int = 0
     """Leave the first K x concurrency requests out of the means (0: every request counts,
     as `vllm bench serve` does)."""
-    scheduler: VllmV1Scheduler = field(
-        default_factory=lambda: VllmV1Scheduler(
-            max_num_batched_tokens=8192, max_num_seqs=1024, max_num_partial_prefills=1
-        )
-    )
-    """vLLM engine settings (defaults: vLLM's for an OpenAI server on an 80 GB GPU, one
-    request in prefill per step)."""
-    predictor: PredictorConfig = field(
-        default_factory=lambda: PredictorConfig(
-            cpu_overhead_ms=HOST_STEP_MS, cpu_overhead_per_seq_ms=HOST_PER_SEQ_MS
-        )
-    )
-    """Timing model (default: aiconfigurator's measured vLLM kernels plus the host overhead
-    of vLLM's synchronous engine loop, docs/validation.md)."""
+    scheduler: VllmV1Scheduler = field(default_factory=VllmV1Scheduler)
+    """vLLM engine settings (defaults: the vllm_v1 scheduler's, i.e. `vllm serve`'s on an 80 GB
+    GPU, one request in prefill per step, async scheduling). Rows measured on a vLLM older
+    than 0.12 (backend_version) run with a synchronous engine loop, vLLM's default there."""
+    predictor: PredictorConfig = field(default_factory=PredictorConfig)
+    """Timing model (default: simulate's, i.e. aiconfigurator's measured vLLM kernels with the
+    fastest-kernel envelope and the vllm_v1 engine's sampler terms, docs/validation.md)."""
     memory_margin_fraction: float = 0.1
     """GPU memory outside the engine's budget (vLLM gpu_memory_utilization 0.9)."""
-    ingest_ms: float = 2.0
-    """Serial front-end (API server) time per request before the engine sees it."""
+    ingest_ms: float | None = None
+    """Serial front-end (API server) time per request before the engine sees it (None: the
+    vllm_v1 engine's default, config/engine.py)."""
     ingest_us_per_token: float = 0.0
     """Front-end time per prompt token (tokenization)."""
-    response_ms: float = 1.0
-    """Engine -> client latency of each streamed token."""
-    schedule_ahead: bool = True
-    """Model vLLM's async scheduling (step k+1 formed while step k runs; on by default since
-    vLLM 0.12): a request reaching the engine during a step joins the step after next. Rows
-    measured on an older vLLM (backend_version < 0.12) always run without it."""
+    response_ms: float | None = None
+    """Engine -> client latency of each streamed token (None: the engine's default)."""
     client_jitter_ms: float = 0.0
     """Mean of an exponential delay between a client receiving its last token and sending
     its next request (client event-loop and connection handling; 0 = none)."""
@@ -141,7 +125,7 @@ def resolve_device(name: str) -> str:
     raise ConfigError(f"unknown device {name!r}; known: {', '.join(devices)}")
 
 
-def schedules_ahead_by_default(version: str) -> bool:
+def async_scheduling_by_default(version: str) -> bool:
     """Whether vLLM `version` runs async scheduling by default (0.12 on; unknown: newest)."""
     parts = version.strip().lstrip("v").split(".")
     try:
@@ -180,31 +164,34 @@ def row_config(row: BenchRow, cfg: ValidateConfig) -> SimConfig:
         tp=row.tp,
         pp=row.pp,
         memory_margin_fraction=cfg.memory_margin_fraction,
-        memory_model="vllm",
     )
     kv_dtype = KV_DTYPES.get(row.kv_cache_dtype.lower())
     if kv_dtype is None:
         raise ConfigError(
             f"kv_cache_dtype {row.kv_cache_dtype!r}: modelled KV-cache dtypes are bf16, fp16, fp8"
         )
-    return SimConfig(
-        cluster=cluster,
-        workload=ClosedLoopWorkload(
-            concurrency=row.concurrency,
-            num_requests=n_req,
-            lengths=FixedLengths(prefill_tokens=row.isl, decode_tokens=row.osl),
-            warmup_requests=warmup,
-            ingest_ms=cfg.ingest_ms,
-            ingest_us_per_token=cfg.ingest_us_per_token,
-            response_ms=cfg.response_ms,
-            schedule_ahead=cfg.schedule_ahead and schedules_ahead_by_default(row.backend_version),
-            think_time_s=cfg.client_jitter_ms / 1e3,
-            think_time="exponential",
-        ),
-        scheduler=cfg.scheduler,
-        predictor=replace(cfg.predictor, precision=precision, kv_cache_dtype=kv_dtype),
-        seed=cfg.seed,
-        quiet=True,
+    scheduler = cfg.scheduler
+    if not async_scheduling_by_default(row.backend_version):
+        scheduler = replace(scheduler, async_scheduling=False)
+    return resolve_engine(
+        SimConfig(
+            cluster=cluster,
+            workload=ClosedLoopWorkload(
+                concurrency=row.concurrency,
+                num_requests=n_req,
+                lengths=FixedLengths(prefill_tokens=row.isl, decode_tokens=row.osl),
+                warmup_requests=warmup,
+                ingest_ms=cfg.ingest_ms,
+                ingest_us_per_token=cfg.ingest_us_per_token,
+                response_ms=cfg.response_ms,
+                think_time_s=cfg.client_jitter_ms / 1e3,
+                think_time="exponential",
+            ),
+            scheduler=scheduler,
+            predictor=replace(cfg.predictor, precision=precision, kv_cache_dtype=kv_dtype),
+            seed=cfg.seed,
+            quiet=True,
+        )
     )
 
 

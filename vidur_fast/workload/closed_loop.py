@@ -38,8 +38,6 @@ class ClosedLoopPlan:
     ingest_s: np.ndarray
     """float64[n] serial front-end time of request i."""
     response_s: float
-    schedule_ahead: bool = False
-    """The engine forms step k+1 while step k runs (async scheduling)."""
 
 
 def build_closed_loop(
@@ -83,9 +81,9 @@ def build_closed_loop(
         warmup_requests=cfg.warmup_requests,
         warmup_s=cfg.warmup_s,
         measure_s=cfg.measure_s,
-        ingest_s=1e-3 * cfg.ingest_ms + 1e-6 * cfg.ingest_us_per_token * prompt,
-        response_s=1e-3 * cfg.response_ms,
-        schedule_ahead=cfg.schedule_ahead,
+        # None (the engine's default, config.engine) left unresolved: no front end
+        ingest_s=1e-3 * (cfg.ingest_ms or 0.0) + 1e-6 * cfg.ingest_us_per_token * prompt,
+        response_s=1e-3 * (cfg.response_ms or 0.0),
     )
     return table, plan
 
@@ -111,7 +109,6 @@ def closed_loop_state(plan: ClosedLoopPlan | None, n: int) -> ClosedLoop:
             ingested=np.zeros(0, dtype=np.int8),
             fe_free=one.copy(),
             respond_ns=one.copy(),
-            lag=one.copy(),
         )
     k = plan.n_clients
     client = np.full(n, NO_ID, dtype=np.int64)
@@ -130,7 +127,6 @@ def closed_loop_state(plan: ClosedLoopPlan | None, n: int) -> ClosedLoop:
         ingested=np.zeros(n, dtype=np.int8),
         fe_free=np.zeros(1, dtype=np.int64),
         respond_ns=np.full(1, int(round(plan.response_s * NS_PER_S)), dtype=np.int64),
-        lag=np.full(1, int(plan.schedule_ahead), dtype=np.int64),
     )
 
 

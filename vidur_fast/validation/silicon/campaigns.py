@@ -30,12 +30,12 @@ class Campaign:
     """Whether the engine ran with prefix caching (None = not stated)."""
     prompts_repeat: bool | None = None
     """Whether the client reuses a small pool of prompts (so cached prefixes hit)."""
-    host_overlap: bool = False
-    """The engine ran with `--async-scheduling`: the host part of a step (scheduling, input
-    preparation, output processing) runs while the previous step's GPU work runs, so a step
-    lasts max(GPU, host). The host terms are then 0: host time (1.42 ms + 0.040 ms per
-    request, at most 4.0 ms at 64 requests) is below the GPU decode step of every row of the
-    campaigns that set this (about 7 ms and more), so max(GPU, host) = GPU."""
+    async_scheduling: bool | None = None
+    """The engine ran with `--async-scheduling` (True) or without it (False); None = not
+    stated (vLLM's default for the row's version)."""
+    greedy: bool = False
+    """The client sends temperature 0 with every request, so the engine samples by argmax:
+    no sampler time per step (predictor.sampler_ms and sampler_per_seq_ms are 0)."""
     held_out: str = ""
     """Why the rows cannot be reproduced as measured ("" = they can): with campaign facts on
     (and no prompt-pool what-if) they are listed as not simulated with this reason."""
@@ -57,7 +57,9 @@ CAMPAIGNS: tuple[Campaign, ...] = (
         requests_per_client=10,
         prefix_caching=False,
         prompts_repeat=False,
-        host_overlap=True,
+        async_scheduling=True,
+        # benchmark_serving.py's OpenAI request functions send "temperature": 0.0
+        greedy=True,
     ),
     Campaign(
         name="dynamo-gtl",

@@ -141,9 +141,12 @@ def _simulate(
         cfg = row_config(b, sim_cfg)
         if camp is not None and camp.kv_cache_dtype:
             cfg = replace(cfg, predictor=replace(cfg.predictor, kv_cache_dtype=camp.kv_cache_dtype))
-        if camp is not None and camp.host_overlap:
-            host0 = replace(cfg.predictor, cpu_overhead_ms=0.0, cpu_overhead_per_seq_ms=0.0)
-            cfg = replace(cfg, predictor=host0)
+        if camp is not None and camp.async_scheduling is not None:
+            sched = replace(cfg.scheduler, async_scheduling=camp.async_scheduling)
+            cfg = replace(cfg, scheduler=sched)
+        if camp is not None and camp.greedy:
+            argmax = replace(cfg.predictor, sampler_ms=0.0, sampler_per_seq_ms=0.0)
+            cfg = replace(cfg, predictor=argmax)
         if camp is not None and camp.length_range_ratio < 1.0:
             n = cfg.workload.num_requests
             p, d = client_lengths(b.isl, b.osl, n, camp.length_range_ratio, sim_cfg.seed + b.index)

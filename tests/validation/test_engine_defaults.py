@@ -1,0 +1,108 @@
+"""One engine model of vLLM serving: simulate's vllm_v1 defaults are what validate simulates."""
+
+from dataclasses import replace
+
+import pytest
+
+from vidur_fast.config.engine import (
+    VLLM_INGEST_MS,
+    VLLM_RESPONSE_MS,
+    VLLM_SAMPLER_MS,
+    VLLM_SAMPLER_PER_SEQ_MS,
+    resolve_engine,
+)
+from vidur_fast.config.predictor import PredictorConfig
+from vidur_fast.config.presets import PRESETS
+from vidur_fast.config.sim import ClusterConfig, SarathiScheduler, SimConfig, VllmV1Scheduler
+from vidur_fast.config.vidur_flags import config_from_vidur_args
+from vidur_fast.config.workload import ClosedLoopWorkload, FixedLengths
+from vidur_fast.validation.bench_csv import BenchRow
+from vidur_fast.validation.run import ValidateConfig, row_config
+
+
+def _row(**kw) -> BenchRow:
+    base = dict(
+        index=0, id="r", model="Qwen/Qwen3-32B", device="h100_sxm", tp=2, pp=1,
+        concurrency=16, isl=1024, osl=128, precision="", kv_cache_dtype="", backend="vllm",
+        backend_version="0.12.0", mode="agg", num_requests=0, ttft_ms=100.0, tpot_ms=20.0,
+    )  # fmt: skip
+    base.update(kw)
+    return BenchRow(**base)
+
+
+@pytest.mark.parametrize("precision", ["", "fp8"])
+def test_simulate_default_equals_the_validated_row_config_modulo_workload(precision):
+    row = _row(precision=precision)
+    validated = row_config(row, ValidateConfig(csv="x"))
+    # what a planner writes for the same deployment: model, GPU, TP, weight precision
+    prec = "bf16" if not precision else precision
+    planner = resolve_engine(
+        SimConfig(
+            cluster=ClusterConfig(model=row.model, device="h100", tp=row.tp),
+            predictor=PredictorConfig(precision=prec),
+            workload=validated.workload,
+            seed=validated.seed,
+            quiet=True,
+        )
+    )
+    assert planner == validated
+
+
+def test_vllm_v1_engine_defaults():
+    cfg = resolve_engine(SimConfig(workload=ClosedLoopWorkload(lengths=FixedLengths())))
+    s = cfg.scheduler
+    assert isinstance(s, VllmV1Scheduler) and s.async_scheduling
+    assert (s.max_num_batched_tokens, s.max_num_seqs, s.max_num_partial_prefills) == (8192, 1024, 1)
+    assert cfg.cluster.memory_model == "vllm"
+    p = cfg.predictor
+    assert (p.sampler_ms, p.sampler_per_seq_ms) == (VLLM_SAMPLER_MS, VLLM_SAMPLER_PER_SEQ_MS)
+    assert (p.cpu_overhead_ms, p.cpu_overhead_per_seq_ms) == (0.0, 0.0)
+    assert (p.source, p.kernel_envelope) == ("aiconfigurator", True)
+    assert (cfg.workload.ingest_ms, cfg.workload.response_ms) == (VLLM_INGEST_MS, VLLM_RESPONSE_MS)
+    # explicit settings win over the engine defaults
+    given = SimConfig(
+        predictor=PredictorConfig(sampler_ms=0.0),
+        cluster=ClusterConfig(memory_model="vidur"),
+        workload=ClosedLoopWorkload(ingest_ms=0.0),
+    )
+    out = resolve_engine(given)
+    assert out.predictor.sampler_ms == 0.0
+    assert out.predictor.sampler_per_seq_ms == VLLM_SAMPLER_PER_SEQ_MS
+    assert out.cluster.memory_model == "vidur"
+    assert (out.workload.ingest_ms, out.workload.response_ms) == (0.0, VLLM_RESPONSE_MS)
+
+
+def test_vidur_schedulers_keep_vidur_defaults():
+    cfg = resolve_engine(
+        SimConfig(scheduler=SarathiScheduler(), workload=ClosedLoopWorkload(lengths=FixedLengths()))
+    )
+    assert cfg.cluster.memory_model == "vidur"
+    assert (cfg.predictor.sampler_ms, cfg.predictor.sampler_per_seq_ms) == (0.0, 0.0)
+    assert (cfg.workload.ingest_ms, cfg.workload.response_ms) == (0.0, 0.0)
+
+
+def test_vidur_compat_vllm_v1_keeps_vidurs_synchronous_engine():
+    cfg = resolve_engine(config_from_vidur_args(["--replica_scheduler_config_type", "vllm_v1"]))
+    s = cfg.scheduler
+    assert isinstance(s, VllmV1Scheduler)
+    assert not s.async_scheduling and s.max_num_partial_prefills == 0
+    assert cfg.cluster.memory_model == "vidur"
+    assert (cfg.predictor.sampler_ms, cfg.predictor.sampler_per_seq_ms) == (0.0, 0.0)
+
+
+def test_presets_carry_the_engine_model():
+    for name, (_, cfg) in PRESETS.items():
+        out = resolve_engine(cfg)
+        if isinstance(cfg.scheduler, VllmV1Scheduler):
+            assert out.scheduler.async_scheduling, name
+            assert out.cluster.memory_model == "vllm", name
+            assert out.predictor.sampler_ms == VLLM_SAMPLER_MS, name
+        else:
+            assert out.cluster.memory_model == "vidur", name
+            assert out.predictor.sampler_ms == 0.0, name
+
+
+def test_resolving_twice_changes_nothing():
+    cfg = resolve_engine(SimConfig())
+    assert resolve_engine(cfg) == cfg
+    assert resolve_engine(replace(cfg, seed=3)).seed == 3
