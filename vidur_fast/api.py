@@ -39,6 +39,7 @@ from vidur_fast.params.setup import build_setup, check_strict, rejection_codes, 
 from vidur_fast.timing.build import build_timing
 from vidur_fast.workload.build import build_workload
 from vidur_fast.workload.closed_loop import build_closed_loop
+from vidur_fast.workload.frontend import engine_arrivals, service_s
 
 
 def _needs_hashes(cfg: SimConfig) -> bool:
@@ -134,8 +135,15 @@ def simulate(
     # one Generator per purpose, seeded from the config seed
     u_route = np.random.default_rng([cfg.seed, 1]).random(len(wl))
     grids = timing.grids._replace(counters=np.zeros_like(timing.grids.counters))
+    engine_arrival_s = wl.arrival_s
+    response_s = 0.0
+    if closed_plan is None:  # the closed loop runs its front end inside the engine
+        w = cfg.workload
+        service = service_s(w.ingest_ms, w.ingest_us_per_token, wl.prompt_tokens)
+        engine_arrival_s = engine_arrivals(wl.arrival_s, service)
+        response_s = 1e-3 * (w.response_ms or 0.0)
     out = run_engine(
-        wl.arrival_s,
+        engine_arrival_s,
         wl.prompt_tokens,
         wl.decode_tokens,
         wl.session_id,
@@ -157,7 +165,7 @@ def simulate(
     t = time.perf_counter()
     out.kv = without_pool(out.kv)
     arrival_s = wl.arrival_s if closed_plan is None else closed_loop_arrivals(out.reqs)
-    req = request_metrics(out.reqs, arrival_s)
+    req = request_metrics(out.reqs, arrival_s, response_s)
     if closed_plan is not None:
         req = closed_loop_metrics(req, closed_plan, out.closed_loop)
     replicas = replica_table(out, setup.params, out.end_ns)

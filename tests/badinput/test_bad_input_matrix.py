@@ -202,6 +202,7 @@ CONFIG_CASES = [
     _c("predictor_granularity_zero", ["--predictor.kv-granularity", "0"], "kv_granularity"),
     _c("predictor_grid_too_big", ["--predictor.max-tokens", "1000000000"], "predictor."),
     _c("predictor_overhead_nan", ["--predictor.cpu-overhead-ms", "nan"], "cpu_overhead_ms"),
+    _c("predictor_sampler_negative", ["--predictor.sampler-ms", "-1"], "sampler_ms"),
 ]
 
 TRACE_CASES = [

@@ -2,6 +2,7 @@
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from vidur_fast.config.engine import (
@@ -106,3 +107,24 @@ def test_resolving_twice_changes_nothing():
     cfg = resolve_engine(SimConfig())
     assert resolve_engine(cfg) == cfg
     assert resolve_engine(replace(cfg, seed=3)).seed == 3
+
+
+def test_open_loop_vllm_v1_runs_the_front_end_by_default():
+    from vidur_fast.api import simulate
+    from vidur_fast.config.workload import StaticIntervals, SyntheticWorkload
+
+    wl = SyntheticWorkload(
+        num_requests=3,
+        lengths=FixedLengths(prefill_tokens=64, decode_tokens=4),
+        intervals=StaticIntervals(),
+    )
+    fast = dict(source="roofline", max_tokens=4096, max_batch_size=8, max_prefill_chunk=4096)
+    base = SimConfig(workload=wl, predictor=PredictorConfig(**fast), quiet=True)
+    on = simulate(base)
+    off = simulate(replace(base, workload=replace(wl, ingest_ms=0.0, response_ms=0.0)))
+    assert on.config.workload.ingest_ms == VLLM_INGEST_MS
+    ttft_on = on.requests["prefill_e2e_time"].to_numpy()
+    ttft_off = off.requests["prefill_e2e_time"].to_numpy()
+    # three sends at t = 0 pass the serial front end 2 ms apart; each token arrives 1 ms later
+    assert ttft_on[0] - ttft_off[0] >= (VLLM_INGEST_MS + VLLM_RESPONSE_MS) / 1e3 - 1e-9
+    assert np.all(on.requests["arrived_at"].to_numpy() == 0.0)

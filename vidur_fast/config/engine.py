@@ -3,7 +3,7 @@
 The vllm_v1 scheduler stands for vLLM's engine as `vllm serve` runs it, so its defaults are the
 validated settings of docs/validation.md: async scheduling (a scheduler field), vLLM's memory
 accounting, the GPU time per step outside the per-layer model (sampling), and the API server's
-front end in a closed loop. Vidur's schedulers keep Vidur's semantics: no sampler term, Vidur's
+front end. Vidur's schedulers keep Vidur's semantics: no sampler term, Vidur's
 memory planner, no front end. `simulate` resolves a config once, before validating it, so what
 `validate` simulates for a benchmark row and what `simulate` runs for the same deployment are
 the same engine (tests/validation/test_engine_defaults.py).
@@ -12,7 +12,6 @@ the same engine (tests/validation/test_engine_defaults.py).
 from dataclasses import replace
 
 from vidur_fast.config.sim import SimConfig, VllmV1Scheduler
-from vidur_fast.config.workload import ClosedLoopWorkload
 
 # GPU time per step outside the per-layer kernel model, fixed and per request in the batch (ms).
 # Derived on the calibration set (the 90 Qwen3-32B H100 rows, docs/validation.md "Engine step"):
@@ -25,7 +24,7 @@ from vidur_fast.config.workload import ClosedLoopWorkload
 # when the client sends no sampling parameters. Greedy requests (temperature 0) skip it.
 VLLM_SAMPLER_MS = 1.42
 VLLM_SAMPLER_PER_SEQ_MS = 0.040
-# The API server in front of the engine (closed loop): serial request handling before the
+# The API server in front of the engine (any workload): serial request handling before the
 # engine sees a request, and the latency of each streamed token to the client (typical
 # magnitudes, not fitted; docs/validation.md "Host overheads").
 VLLM_INGEST_MS = 2.0
@@ -66,7 +65,7 @@ def resolve_engine(cfg: SimConfig) -> SimConfig:
             ),
         )
     w = cfg.workload
-    if isinstance(w, ClosedLoopWorkload) and (w.ingest_ms is None or w.response_ms is None):
+    if w.ingest_ms is None or w.response_ms is None:
         ingest = (VLLM_INGEST_MS if vllm else 0.0) if w.ingest_ms is None else w.ingest_ms
         resp = (VLLM_RESPONSE_MS if vllm else 0.0) if w.response_ms is None else w.response_ms
         out = replace(out, workload=replace(w, ingest_ms=ingest, response_ms=resp))

@@ -82,6 +82,15 @@ def validate_intervals(cfg: object, where: str) -> None:
             raise ConfigError(f"{where}: unknown interval generator {type(cfg).__name__}")
 
 
+def validate_front_end(cfg: object, where: str) -> None:
+    """The API-server front end of any workload (None = the engine's default)."""
+    if cfg.ingest_ms is not None:
+        _finite_at_least(f"{where}.ingest_ms", cfg.ingest_ms, 0.0)
+    _finite_at_least(f"{where}.ingest_us_per_token", cfg.ingest_us_per_token, 0.0)
+    if cfg.response_ms is not None:
+        _finite_at_least(f"{where}.response_ms", cfg.response_ms, 0.0)
+
+
 def validate_synthetic(cfg: SyntheticWorkload, where: str) -> None:
     if cfg.num_requests is not None:
         _at_least(f"{where}.num_requests", cfg.num_requests, 1)
@@ -92,6 +101,7 @@ def validate_synthetic(cfg: SyntheticWorkload, where: str) -> None:
         _at_least(f"{where}.max_tokens", cfg.max_tokens, 2)
     validate_lengths(cfg.lengths, f"{where}.lengths")
     validate_intervals(cfg.intervals, f"{where}.intervals")
+    validate_front_end(cfg, where)
     unbounded = cfg.num_requests is None and cfg.duration_s is None
     if unbounded and not isinstance(cfg.intervals, TraceIntervals):
         raise ConfigError(
@@ -126,6 +136,7 @@ def validate_trace(cfg: TraceWorkload, where: str) -> None:
     _positive(f"{where}.time_scale", cfg.time_scale)
     if cfg.max_tokens is not None:
         _at_least(f"{where}.max_tokens", cfg.max_tokens, 2)
+    validate_front_end(cfg, where)
 
 
 def validate_workload(cfg: object, where: str = "workload") -> None:
@@ -183,11 +194,7 @@ def validate_closed_loop(cfg: ClosedLoopWorkload, where: str = "workload") -> No
         _finite_at_least(f"{where}.measure_s", cfg.measure_s, 0.0, strict=True)
     if cfg.max_tokens is not None:
         _int_at_least(f"{where}.max_tokens", cfg.max_tokens, 2)
-    if cfg.ingest_ms is not None:
-        _finite_at_least(f"{where}.ingest_ms", cfg.ingest_ms, 0.0)
-    _finite_at_least(f"{where}.ingest_us_per_token", cfg.ingest_us_per_token, 0.0)
-    if cfg.response_ms is not None:
-        _finite_at_least(f"{where}.response_ms", cfg.response_ms, 0.0)
+    validate_front_end(cfg, where)
     _int_at_least(f"{where}.prompt_pool", cfg.prompt_pool, 0)
     if cfg.prompt_pool and cfg.max_tokens is not None:
         _fail(f"{where}.prompt_pool", "cannot be combined with max_tokens", cfg.prompt_pool)

@@ -435,6 +435,8 @@ def read_vidur_command(argv: list[str], embedded_fallback: bool = False) -> Vidu
     f.put_all(cluster, ClusterConfig, "", CLUSTER_FLAGS)
     cluster.setdefault("node", f"{cluster['device']}_pairwise_nvlink")
     data["workload"], max_tokens = _workload(f, line)
+    # Vidur's requests reach the replica at their arrival time: no API-server front end
+    data["workload"].update(ingest_ms=0.0, response_ms=0.0)
     data["scheduler"] = _scheduler(f, line, max_tokens)
     data["router"] = _router(f, line)
     _predictor(f, data, embedded_fallback, cmd)

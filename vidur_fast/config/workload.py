@@ -142,6 +142,15 @@ class SyntheticWorkload:
     """Inter-arrival time generator. The first request arrives at its first gap."""
     max_tokens: int | None = None
     """Cap on prompt + output tokens; longer requests shrink proportionally (None: no cap)."""
+    ingest_ms: float | None = None
+    """Serial front-end (API server) time per request before the engine sees it, in arrival
+    order (None: the engine's default, 2.0 for vllm_v1 and 0 for Vidur's schedulers;
+    config/engine.py). TTFT and end-to-end latency count from the arrival (the client's send)."""
+    ingest_us_per_token: float = 0.0
+    """Front-end time per prompt token (tokenization), added to ingest_ms."""
+    response_ms: float | None = None
+    """Latency from the engine emitting a token to the client receiving it, added to TTFT and
+    end-to-end latency (None: the engine's default, 1.0 for vllm_v1 and 0 for Vidur's)."""
 
 
 @dataclass(frozen=True)
@@ -219,6 +228,15 @@ class TraceWorkload:
     """Over max_tokens: shrink both proportionally, take the excess from the prompt, or fail."""
     start_at_zero: bool = False
     """Shift arrivals so that the first request arrives at t = 0."""
+    ingest_ms: float | None = None
+    """Serial front-end (API server) time per request before the engine sees it, in arrival
+    order (None: the engine's default, 2.0 for vllm_v1 and 0 for Vidur's schedulers;
+    config/engine.py). TTFT and end-to-end latency count from the arrival (the client's send)."""
+    ingest_us_per_token: float = 0.0
+    """Front-end time per prompt token (tokenization), added to ingest_ms."""
+    response_ms: float | None = None
+    """Latency from the engine emitting a token to the client receiving it, added to TTFT and
+    end-to-end latency (None: the engine's default, 1.0 for vllm_v1 and 0 for Vidur's)."""
 
 
 Workload = (

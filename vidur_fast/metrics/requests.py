@@ -12,8 +12,12 @@ def _s(ns: np.ndarray) -> np.ndarray:
     return ns.astype(np.float64) / NS_PER_S
 
 
-def request_metrics(reqs: Reqs, arrival_s: np.ndarray) -> pd.DataFrame:
+def request_metrics(reqs: Reqs, arrival_s: np.ndarray, response_s: float = 0.0) -> pd.DataFrame:
     """One row per request, in arrival order; metrics of unfinished requests are NaN.
+
+    arrival_s: the client's send times; response_s: front-end latency of each streamed token,
+    added to the client-facing latencies (request_e2e_time, prefill_e2e_time) but not to the
+    engine's own timestamps (scheduled_at, prefill_completed_at, completed_at).
 
     Normalised metrics divide by the tokens the request asked for (Vidur divides by the
     restart-changed counts, SPEC 12.9).
@@ -45,8 +49,8 @@ def request_metrics(reqs: Reqs, arrival_s: np.ndarray) -> pd.DataFrame:
             "request_pd_ratio": pf / d,
             "completed": done,
             "rejected": reqs.rejected.astype(np.int64),
-            "request_e2e_time": c - a,
-            "request_e2e_time_normalized": (c - a) / d,
+            "request_e2e_time": c - a + response_s,
+            "request_e2e_time_normalized": (c - a + response_s) / d,
             "request_execution_time": e,
             "request_execution_time_normalized": e / d,
             "request_model_execution_time": m,
@@ -55,8 +59,8 @@ def request_metrics(reqs: Reqs, arrival_s: np.ndarray) -> pd.DataFrame:
             "request_scheduling_delay": s - a,
             "request_execution_plus_preemption_time": e + p,
             "request_execution_plus_preemption_time_normalized": (e + p) / d,
-            "prefill_e2e_time": f - a,
-            "prefill_e2e_time_normalized": (f - a) / pf,
+            "prefill_e2e_time": f - a + response_s,
+            "prefill_e2e_time_normalized": (f - a + response_s) / pf,
             "prefill_time_execution_plus_preemption": f - s,
             "prefill_time_execution_plus_preemption_normalized": (f - s) / pf,
             "decode_time_execution_plus_preemption_normalized": (c - f) / d,

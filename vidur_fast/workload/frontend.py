@@ -1,0 +1,30 @@
+"""The API-server front end of an open-loop workload: when each request reaches the engine.
+
+The front end handles requests one at a time in arrival order (request parsing, tokenization),
+so request i reaches the engine at e_i = max(a_i, e_{i-1}) + s_i for arrival a_i and service
+time s_i. With S_i the running sum of service times this is S_i + max_{j <= i}(a_j - S_{j-1}),
+one cumulative maximum (no loop). The closed loop runs the same FIFO inside the engine
+(kernels/closed_loop.py), since its arrivals are decided during the run.
+"""
+
+import numpy as np
+
+
+def service_s(ingest_ms: float | None, ingest_us_per_token: float, prompt: np.ndarray):
+    """Front-end time of each request (s); None (an unresolved engine default) counts as 0."""
+    p = np.asarray(prompt, dtype=np.float64)
+    return 1e-3 * (ingest_ms or 0.0) + 1e-6 * ingest_us_per_token * p
+
+
+def engine_arrivals(arrival_s: np.ndarray, service: np.ndarray) -> np.ndarray:
+    """Time each request reaches the engine through a FIFO server (arrivals in time order).
+
+    Arrivals that are not finite (none in an open-loop table) pass through unchanged.
+    """
+    a = np.asarray(arrival_s, dtype=np.float64)
+    s = np.asarray(service, dtype=np.float64)
+    if a.shape[0] == 0 or not np.any(s > 0):
+        return a.copy()
+    done = np.cumsum(s)
+    before = done - s
+    return done + np.maximum.accumulate(a - before)
