@@ -128,3 +128,24 @@ def test_open_loop_vllm_v1_runs_the_front_end_by_default():
     # three sends at t = 0 pass the serial front end 2 ms apart; each token arrives 1 ms later
     assert ttft_on[0] - ttft_off[0] >= (VLLM_INGEST_MS + VLLM_RESPONSE_MS) / 1e3 - 1e-9
     assert np.all(on.requests["arrived_at"].to_numpy() == 0.0)
+
+
+def test_a_planner_gets_the_validated_answer(shared_dir):
+    """simulate on a calibration row's deployment and load (the closed loop a planner writes)
+    gives the TTFT and TPOT that validate reports for that row."""
+    from vidur_fast.api import simulate
+    from vidur_fast.validation.bench_csv import read_bench_csv
+    from vidur_fast.validation.run import simulate_row
+
+    row = read_bench_csv(shared_dir / "validation/silicon_vllm_h100_qwen3_32b.csv")[0]
+    validated = simulate_row(row, ValidateConfig(csv="x"))
+    wl = ClosedLoopWorkload(
+        concurrency=row.concurrency,
+        num_requests=10 * row.concurrency,
+        lengths=FixedLengths(prefill_tokens=row.isl, decode_tokens=row.osl),
+        think_time="exponential",
+    )
+    cfg = SimConfig(cluster=ClusterConfig(model=row.model, device="h100", tp=row.tp), workload=wl)
+    cl = simulate(replace(cfg, quiet=True)).summary["closed_loop"]
+    assert 1e3 * cl["ttft"]["mean"] == validated.sim_ttft_ms
+    assert 1e3 * cl["tpot"]["mean"] == validated.sim_tpot_ms
