@@ -40,8 +40,8 @@ ROWS = (
 
 @dataclass(frozen=True)
 class ReportArgs:
-    """Compare run directories: a table of key figures (differences relative to the first run)
-    and plots."""
+    """Compare run directories: a table of key figures (differences relative to the
+    first run) and plots."""
 
     runs: Annotated[tuple[str, ...], tyro.conf.Positional, tyro.conf.arg(metavar="RUN")] = ()
     """Run directories (each with summary.json; metrics.h5 for plots). The first is the base."""
@@ -167,6 +167,29 @@ def sweep_html(path: Path, kind: str, target: Path) -> int:
     return 0
 
 
+def _kept_runs(path: Path, kind: str) -> tuple[list[Path], list[str]]:
+    """Print a sweep or capacity directory's table; return the run directories it kept
+    (sweep/capacity --keep-runs) with a label per row, to be compared like runs."""
+    import pandas as pd
+
+    from vidur_fast.outputs.console import format_sweep_table
+
+    stem = "results" if kind == "sweep" else "capacity"
+    table_file = path / f"{stem}.parquet"
+    if not table_file.is_file():
+        raise RunDirError(f"{path}: no {stem}.parquet yet (has the {kind} finished a point?)")
+    table = pd.read_parquet(table_file)
+    key = "point" if kind == "sweep" else "deployment"
+    if kind == "capacity":
+        table = table.rename(columns={"deployment": "point"})
+    print(format_sweep_table(table))
+    if "run_dir" not in table or table["run_dir"].isna().all():
+        print(f"(no run directories kept: run the {kind} with --keep-runs to compare them)")
+        return [], []
+    kept = table[table["run_dir"].notna()]
+    return [path / r for r in kept["run_dir"]], [f"{key} {p}" for p in kept["point"]]
+
+
 def report(args: ReportArgs) -> int:
     if not args.runs:
         raise RunDirError(
@@ -180,8 +203,16 @@ def report(args: ReportArgs) -> int:
             if len(paths) > 1:
                 raise RunDirError("report: a sweep or capacity directory is reported alone")
             return sweep_html(paths[0], kinds[0], Path(args.html))
+    labels = None
+    kinds = [_sweep_kind(p) if p.is_dir() else None for p in paths]
+    if any(kinds):
+        if len(paths) > 1:
+            raise RunDirError("report: a sweep or capacity directory is reported alone")
+        paths, labels = _kept_runs(paths[0], kinds[0])
+        if not paths:
+            return 0
     summaries = [read_summary(p) for p in paths]  # validates every input before writing
-    labels = _labels(paths)
+    labels = labels or _labels(paths)
     if args.html:
         from vidur_fast.outputs.html_report import runs_page
 

@@ -82,6 +82,9 @@ SWEEP_AXES = (
 )
 SWEEP_FIGURES = (
     ("status", "status"),
+    ("capacity_qps", "capacity req/s"),
+    ("met", "SLOs met"),
+    ("answer", "answer"),
     ("throughput_requests_per_s", "req/s"),
     ("prefill_e2e_time_p90", "TTFT p90 s"),
     ("tbt_p99", "TBT p99 s"),

@@ -61,7 +61,7 @@ class TimingModel:
 
 
 def timing_params(model: ModelSpec, tp: int, pp: int, cfg: PredictorConfig) -> TimingParams:
-    """Run-time timing parameters; batching overheads apply to GQA models only (SPEC 6.5)."""
+    """Run-time timing parameters; batching overheads apply to GQA models only."""
     gqa = model.is_gqa
     return TimingParams(
         g=cfg.kv_granularity,
