@@ -198,9 +198,7 @@ def run_engine(
     if closed_loop is not None:  # only released requests had to finish
         n_live = int(((reqs.arrival_ns != NEVER) & (rejected == 0)).sum())
     if n and status == RunStatus.DONE and n_live and int(lstate[LS_DONE]) != n_live:
-        raise RuntimeError(
-            f"engine finished with {n_live - int(lstate[LS_DONE])} requests stuck"
-        )
+        raise RuntimeError(f"engine finished with {n_live - int(lstate[LS_DONE])} requests stuck")
     cl_out = cl if closed_loop is not None else None
     return EngineOutput(
         reqs,
