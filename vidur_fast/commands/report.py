@@ -32,8 +32,10 @@ ROWS = (
     ("TPOT p50 (ms)", "decode_time_execution_plus_preemption_normalized", "p50", 1e3),
     ("TPOT p99 (ms)", "decode_time_execution_plus_preemption_normalized", "p99", 1e3),
     ("preemptions", "num_preemptions", None, 1.0),
+    ("mean running batch", "running_batch_mean", None, 1.0),
+    ("batch fill (%)", "batch_fill_mean", None, 100.0),
     ("KV use mean (%)", "kv_usage_mean", None, 100.0),
-    ("busy fraction (%)", "busy_fraction_mean", None, 100.0),
+    ("step running (%)", "busy_fraction_mean", None, 100.0),
     ("cost per 1k req ($)", "cost_per_1k_requests_usd", None, 1.0),
 )
 

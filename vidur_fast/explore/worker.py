@@ -173,6 +173,7 @@ _CAPACITY_EXTRA = (
     "throughput_requests_per_s",
     "throughput_output_tokens_per_s",
     "kv_usage_mean",
+    "batch_fill_mean",
     "busy_fraction_mean",
     "num_preemptions",
 )
