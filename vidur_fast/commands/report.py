@@ -35,6 +35,7 @@ ROWS = (
     ("mean running batch", "running_batch_mean", None, 1.0),
     ("batch fill (%)", "batch_fill_mean", None, 100.0),
     ("KV use mean (%)", "kv_usage_mean", None, 100.0),
+    ("prefix hit rate (%)", "prefix_cache_hit_rate", None, 100.0),
     ("step running (%)", "busy_fraction_mean", None, 100.0),
     ("cost per 1k req ($)", "cost_per_1k_requests_usd", None, 1.0),
 )

@@ -120,6 +120,7 @@ SWEEP_FIGURES = (
     ("prefill_e2e_time_p90", "TTFT p90 s"),
     ("tbt_p99", "TBT p99 s"),
     ("request_e2e_time_p99", "E2E p99 s"),
+    ("prefix_cache_hit_rate", "hit rate"),
     ("cost_per_1k_requests_usd", "$/1k req"),
 )
 
