@@ -162,6 +162,7 @@ def run_capacity(
         answer = _answer(table, settings) if fixed else None
         if fixed:
             _write_answer(out_dir, answer, settings)
+        at = f"at load {settings.load:g}" if fixed else "at capacity"
         plot_pareto(
             table,
             settings.pareto_metric,
@@ -169,6 +170,8 @@ def run_capacity(
             "label",
             out_dir / "pareto.png",
             f"capacity under {title}",
+            f"{settings.pareto_metric} {at} (s)",
+            f"cost per million requests {at} (USD)",
         )
     except BaseException:
         pool.close(abort=True)  # an interrupt or a signal: no worker outlives the command
