@@ -120,3 +120,11 @@ def test_help_in_a_terminal_box_has_no_hard_wraps(tmp_path):
         assert "│" in out, out[:300]
         assert not hard_wraps(out), hard_wraps(out)[:3]
         assert all(len(x) <= 80 for x in out.splitlines() if not x.startswith("usage")), argv
+
+
+def test_profiles_list_is_short_lines_without_install_paths(capsys):
+    assert main(["profiles", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "source aiconfigurator" in out and "h100" in out
+    assert all(len(line) <= 80 for line in out.splitlines()), out
+    assert "site-packages" not in out and "{" not in out
