@@ -230,6 +230,13 @@ def _search_all(points: list[Point], ids, settings, log, pool, retry_errors, qui
             task = (pid, p.config, settings)
             todo[pid] = task + (str(roots[pid]),) if pid in roots else task
     fn = evaluate_deployment if fixed else search_deployment
+    if not quiet and not sys.stderr.isatty():  # no bar off a terminal: one line for the phase
+        what = "to simulate at the load" if fixed else "to search"
+        print(
+            f"capacity: {len(todo)} deployments {what} ({n_skipped} already done), "
+            f"{pool.workers} worker{'s' if pool.workers != 1 else ''}",
+            file=sys.stderr,
+        )
     with tqdm(
         total=len(todo), disable=True if quiet else None, file=sys.stderr, desc="capacity"
     ) as bar:

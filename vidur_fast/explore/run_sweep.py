@@ -141,6 +141,12 @@ def _run_points(points, log: ResultLog, pool, retry_errors: bool, quiet: bool, r
             for p in todo
         }.values()
     )
+    if not quiet and not sys.stderr.isatty():  # no bar off a terminal: one line for the phase
+        print(
+            f"sweep: {len(unique)} points to run ({n_skipped} already done), "
+            f"{pool.workers} worker{'s' if pool.workers != 1 else ''}",
+            file=sys.stderr,
+        )
     with tqdm(
         total=len(unique), disable=True if quiet else None, file=sys.stderr, desc="sweep"
     ) as bar:
