@@ -17,7 +17,7 @@ from vidur_fast.explore.executors import make_executor
 from vidur_fast.explore.pareto import pareto_mask, plot_pareto
 from vidur_fast.explore.points import Point, config_id, expand
 from vidur_fast.explore.run_sweep import build_table, point_columns
-from vidur_fast.explore.slo import CapacitySettings, parse_capacity
+from vidur_fast.explore.slo import CapacitySettings, parse_capacity, slo_column
 from vidur_fast.explore.spec import load_spec
 from vidur_fast.explore.store import ResultLog, prepare_dir, release_dir, write_table
 from vidur_fast.explore.worker import (
@@ -165,7 +165,7 @@ def run_capacity(
         at = f"at load {settings.load:g}" if fixed else "at capacity"
         plot_pareto(
             table,
-            settings.pareto_metric,
+            slo_column(settings.pareto_metric),
             "cost_per_million_requests_usd",
             "label",
             out_dir / "pareto.png",
@@ -181,7 +181,8 @@ def run_capacity(
             release_dir(out_dir)
     if not quiet:
         if fixed:
-            cols = ["label", "status", "met", *settings.slo, "gpus", "cost_per_hour_usd", "answer"]
+            slos = [slo_column(n) for n in settings.slo]
+            cols = ["label", "status", "met", *slos, "gpus", "cost_per_hour_usd", "answer"]
         else:
             cols = [
                 "label",
@@ -189,7 +190,7 @@ def run_capacity(
                 "capacity_qps",
                 "cost_per_hour_usd",
                 "qps_per_usd_hour",
-                settings.pareto_metric,
+                slo_column(settings.pareto_metric),
                 "pareto",
             ]
         with pd.option_context("display.width", 160, "display.max_colwidth", 60):
@@ -251,6 +252,17 @@ def _search_all(points: list[Point], ids, settings, log, pool, retry_errors, qui
     return len(todo), n_skipped
 
 
+def _summary_names(entry: dict, settings) -> dict:
+    """A finished deployment's record with its SLO metrics under their summary column names
+    (prefill_e2e_time_p90 for ttft_p90, as in the probe and sweep tables); records written
+    before the tables used those names carry the SLO names."""
+    out = dict(entry)
+    for name in [settings.pareto_metric, *settings.slo]:
+        if name in out:
+            out.setdefault(slo_column(name), out.pop(name))
+    return out
+
+
 def _cost(cfg: SimConfig | None) -> float | None:
     try:
         return cost_per_hour_usd(cfg) if cfg is not None else None
@@ -261,7 +273,7 @@ def _cost(cfg: SimConfig | None) -> float | None:
 def _tables(spec, points, ids, log, settings):
     rows, probe_rows = [], []
     for p in points:
-        entry = dict(log.entries[ids[p.index]])
+        entry = _summary_names(log.entries[ids[p.index]], settings)
         head = point_columns(spec, dataclasses.replace(p, id=ids[p.index]))
         head.pop("qps", None)
         head = {"deployment": head.pop("point"), "deployment_id": head.pop("point_id"), **head}
@@ -270,7 +282,7 @@ def _tables(spec, points, ids, log, settings):
         entry["cost_per_hour_usd"] = _cost(p.config)
         rows.append({**head, "label": deployment_label(head), **entry})
     table = build_table(rows)
-    for col in ("capacity_qps", "cost_per_hour_usd", settings.pareto_metric):
+    for col in ("capacity_qps", "cost_per_hour_usd", slo_column(settings.pareto_metric)):
         if col not in table:
             table[col] = np.nan
     # a trace deployment searched a rate multiplier: report it and the rate it stands for
@@ -295,7 +307,7 @@ def _tables(spec, points, ids, log, settings):
     served = qps > 0
     table["qps_per_usd_hour"] = np.where(served, qps / cost, np.where(qps == 0, 0.0, np.nan))
     table["cost_per_million_requests_usd"] = np.where(served, cost / (3600 * qps) * 1e6, np.nan)
-    latency = table[settings.pareto_metric].astype(float).where(served)
+    latency = table[slo_column(settings.pareto_metric)].astype(float).where(served)
     table["pareto"] = pareto_mask(latency.to_numpy(), table["cost_per_million_requests_usd"])
     probes = build_table(probe_rows) if probe_rows else pd.DataFrame({"deployment": []})
     return table, probes
@@ -312,7 +324,7 @@ def _fixed_tables(spec, points, ids, log, settings) -> pd.DataFrame:
     rows = []
     rates: dict = {}
     for p in points:
-        entry = dict(log.entries[ids[p.index]])
+        entry = _summary_names(log.entries[ids[p.index]], settings)
         entry.pop("probes", None)
         head = _head(spec, p, ids)
         w = p.config.workload if p.config is not None else None
@@ -333,14 +345,15 @@ def _fixed_tables(spec, points, ids, log, settings) -> pd.DataFrame:
         }
         rows.append({**head, "label": deployment_label(head), **extra, **entry})
     table = build_table(rows)
-    for col in ("met", "cost_per_hour_usd", "gpus", settings.pareto_metric, *settings.slo):
+    slos = [slo_column(n) for n in [settings.pareto_metric, *settings.slo]]
+    for col in ("met", "cost_per_hour_usd", "gpus", *slos):
         if col not in table:
             table[col] = np.nan
     table["met"] = table["met"].fillna(False).astype(bool)
     qps = table["qps"].astype(float)
     cost = table["cost_per_hour_usd"].astype(float)
     table["cost_per_million_requests_usd"] = cost / (3600 * qps) * 1e6
-    latency = table[settings.pareto_metric].astype(float).where(table["met"])
+    latency = table[slo_column(settings.pareto_metric)].astype(float).where(table["met"])
     table["pareto"] = pareto_mask(latency.to_numpy(), table["cost_per_million_requests_usd"])
     table["answer"] = False
     met = table[table["met"]]

@@ -142,7 +142,7 @@ def search_deployment(task: tuple) -> tuple[str, dict[str, Any]]:
     if best is None:  # nothing met the SLOs: say why at the lowest rate tried
         result["error"] = rows[min(rows)]["why"]
     for name in settings.slo | {settings.pareto_metric: 0}:
-        result[name] = best.get(slo_column(name)) if best else None
+        result[slo_column(name)] = best.get(slo_column(name)) if best else None
     for col in _CAPACITY_EXTRA:
         result[col] = best.get(col) if best else None
     result["probes"] = _probe_rows(rows)
@@ -159,7 +159,7 @@ def evaluate_deployment(task: tuple) -> tuple[str, dict[str, Any]]:
     ok, why = meets_slo(row, settings.slo)
     result = {"status": "ok", "error": None, "met": ok, "why": why}
     for name in settings.slo | {settings.pareto_metric: 0}:
-        result[name] = row.get(slo_column(name))
+        result[slo_column(name)] = row.get(slo_column(name))
     for col in (*_CAPACITY_EXTRA, "num_rejected", "num_completed", "num_requests"):
         result[col] = row.get(col)
     return dep_id, result
