@@ -83,7 +83,7 @@ def main() -> None:
         "num_probes",
         "cost_per_hour_usd",
         "qps_per_usd_hour",
-        "ttft_p90",
+        "prefill_e2e_time_p90",
         "pareto",
     ]
     print(res.table[cols].to_string(index=False))

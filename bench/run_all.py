@@ -32,6 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 # name -> (label, description)
 SCENARIOS = {
+    "default": "the default `vidur-fast` run: Llama-3-8B, one H100, vllm_v1, 1,000 requests",
     "s1": "S1 replay: Vidur case S1 via vidur-compat (Llama-3-8B, A100, sarathi), 1 replica",
     "conv25k": "splitwise_conv lengths, Poisson 20 qps, sarathi, 4 replicas",
     "mooncake12k": "Mooncake conversation trace, Llama-3.1-8B, vllm_v1 (prefix caching), "
@@ -63,6 +64,8 @@ def scenario_config(name: str, shared: Path, out_dir: str):
     )
 
     out = OutputConfig(dir=out_dir)
+    if name == "default":
+        return SimConfig(output=out, quiet=True)
     conv = shared / "traces" / "vidur" / "splitwise_conv.csv.gz"
     if name == "s1":
         case = shared / "reference" / "vidur" / "cases" / "S1"

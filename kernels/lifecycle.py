@@ -33,7 +33,7 @@ def restart_nb(reqs, i):
     """Recompute preemption: everything processed so far becomes prompt.
 
     NOTE(fix): Vidur shrinks the prompt of a request preempted mid-prefill and relabels the rest
-    as decode tokens (SPEC 12.9); here the prompt never shrinks.
+    as decode tokens; here the prompt never shrinks.
     Mutates: reqs (prompt, decode, processed, prefill_done, restarts, status).
     Returns: nothing.
     """

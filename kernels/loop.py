@@ -81,7 +81,7 @@ def _sync_events_nb(reps):
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _batch_features_nb(reps, reqs, tp, p, r, s):
-    """Timing features of the batch just formed in slot s of replica r (SPEC 6.5).
+    """Timing features of the batch just formed in slot s of replica r.
 
     Mutates: nothing.
     Returns: (tokens, decode requests, their kv sum, prefill requests, their kv feature, sum

@@ -247,7 +247,7 @@ def on_prefill_end_nb(reps, reqs, p, r, i):
     """Router bookkeeping when request i first completes its prefill on replica r.
 
     NOTE(fix): subtracts what was added at routing, not the current (restart-changed) prompt,
-    so the counter cannot drift (SPEC 12.15).
+    so the counter cannot drift.
     Mutates: reps.pending.
     Returns: nothing.
     """

@@ -1,4 +1,4 @@
-"""Vidur's replica schedulers (SPEC 3.2-3.6): vllm (v0), sarathi, orca, faster_transformer,
+"""Vidur's replica schedulers: vllm (v0), sarathi, orca, faster_transformer,
 lightllm. Each fills batch slot s of replica r and returns the number of requests in it.
 """
 

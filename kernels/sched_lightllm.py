@@ -1,4 +1,4 @@
-"""LightLLM scheduler as Vidur models it (SPEC 3.6): whole-prompt prefill batches admitted by a
+"""LightLLM scheduler as Vidur models it: whole-prompt prefill batches admitted by a
 future-memory estimate, otherwise one decode token for every running request; every
 max_waiting_iters decode steps a prefill batch gets a chance to jump in.
 
@@ -119,7 +119,7 @@ def _decode_batch_nb(reps, reqs, p, r, s, now_ns):
     """One token (and one KV token) for every running request, in running-list order.
 
     NOTE(fix): Vidur raises "OOM handling not implemented" when fewer tokens are free than
-    requests run (SPEC 12.6); here the latest running requests are preempted by recompute
+    requests run; here the latest running requests are preempted by recompute
     until the rest fit. The admission estimate normally keeps this from happening.
     Mutates: reps, reqs.
     Returns: requests in the batch.

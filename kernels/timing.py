@@ -1,4 +1,4 @@
-"""Batch stage time from precomputed operator grids (SPEC 6.5 feature rules)."""
+"""Batch stage time from precomputed operator grids."""
 
 from typing import NamedTuple
 

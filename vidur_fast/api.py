@@ -80,6 +80,22 @@ def run_header(cfg: SimConfig, model, device, wl) -> dict:
     }
 
 
+def batch_fill(req, busy_ns, scheduler) -> dict:
+    """How full the replicas ran, the saturation figures beside busy_fraction_mean (which
+    counts any running step, however small): the mean running batch (requests per batch,
+    weighted by the batch's time on the GPU: the requests' summed execution time over the
+    replicas' busy time) and that mean against the scheduler's sequence cap."""
+    busy_s = float(np.sum(busy_ns)) / NS_PER_S
+    ran = np.nansum(req["request_execution_time"].to_numpy())
+    mean = float(ran / busy_s) if busy_s > 0 else 0.0
+    cap = getattr(scheduler, "max_num_seqs", None) or getattr(scheduler, "batch_size_cap", None)
+    return {
+        "running_batch_mean": mean,
+        "batch_size_cap": cap,
+        "batch_fill_mean": mean / cap if cap else None,
+    }
+
+
 def simulate(
     cfg: SimConfig, *, progress: bool = False, timing_cache: MutableMapping | None = None
 ) -> Result:
@@ -188,6 +204,7 @@ def simulate(
         out.status,
     )
     summary["num_blocks_per_replica"] = int(setup.params.usable_blocks)
+    summary.update(batch_fill(req, out.reps.busy_ns, cfg.scheduler))
     summary["rejected_by_reason"] = rejection_report(rejected, setup, cfg)
     summary["run"] = run_header(cfg, model, device, wl)
     if closed_plan is not None:

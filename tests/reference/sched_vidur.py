@@ -1,4 +1,4 @@
-"""Vidur's replica schedulers (SPEC 3.1-3.6), one plain object per replica.
+"""Vidur's replica schedulers, one plain object per replica.
 
 Each scheduler owns a waiting deque and a running list of Request objects (requests of an
 in-flight batch are in neither) and a block pool. `next_batch(now)` returns [(request,

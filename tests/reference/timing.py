@@ -1,4 +1,4 @@
-"""Stage time of a batch, evaluated in plain Python from the same operator grids (SPEC 6.5)."""
+"""Stage time of a batch, evaluated in plain Python from the same operator grids."""
 
 import math
 

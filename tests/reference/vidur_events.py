@@ -1,4 +1,4 @@
-"""Vidur's discrete-event chain for pipeline parallelism, event by event (SPEC 2.1-2.3), as a
+"""Vidur's discrete-event chain for pipeline parallelism, event by event, as a
 second reference for the engine's collapsed per-replica pipeline.
 
 One heap of events keyed (time, creation number): ties at equal times go in creation order,

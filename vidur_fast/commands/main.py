@@ -12,32 +12,32 @@ from vidur_fast.errors import UserError
 
 # command -> what it does (the top-level help's list)
 COMMAND_HELP = {
-    "simulate": "simulate one deployment (the default command; flags: simulate --help)",
-    "sweep": "run a grid of configs from a YAML file, one row of results per point",
-    "capacity": "highest QPS per deployment under latency SLOs, cost, Pareto frontier",
-    "report": "compare run directories; --html FILE writes one self-contained page",
-    "validate": "simulate measured benchmarks (a CSV, or --silicon-sample) and report errors",
-    "profiles": "list models, devices and timing sources; build or show timing grids",
-    "vidur-compat": "run a Vidur command line (main or canary) unchanged; explore: its explorer",
+    "simulate": "simulate one deployment (the default; flags: simulate --help)",
+    "sweep": "run a grid of configs from a YAML file; one row per point",
+    "capacity": "highest QPS, or fewest replicas/GPUs/dollars, under latency SLOs",
+    "report": "compare runs, or a sweep; --html FILE writes one page",
+    "validate": "simulate measured benchmarks (a CSV or --silicon-sample), errors",
+    "profiles": "list models, devices, timing sources; build or show timing grids",
+    "vidur-compat": "run a Vidur command line unchanged; explore: Vidur's explorer",
 }
 COMMANDS = tuple(COMMAND_HELP)
 
 TOP_HELP = """usage: vidur-fast [COMMAND] [FLAGS]
 
-A fast LLM inference serving simulator: TTFT, TBT, latency, queueing, KV use, throughput and
-cost of a deployment under a workload.
+A fast LLM inference serving simulator: TTFT, TBT, latency, queueing, KV use,
+throughput and cost of a deployment under a workload.
 
 commands:
 {commands}
 
 common invocations:
-  vidur-fast                                          # the default simulation (Llama-3-8B, H100)
-  vidur-fast --preset llama3-70b-h100-tp4 --cluster.num-replicas 2 workload:trace \\
-      --workload.path trace.csv                       # a named setup, a trace, two replicas
+  vidur-fast                         # the default run (Llama-3-8B on one H100)
+  vidur-fast --preset llama3-70b-h100-tp4 --cluster.num-replicas 2 \\
+      workload:trace --workload.path trace.csv    # a named setup, a trace
   vidur-fast capacity docs/examples/capacity_llama3_8b.yaml --workers 2
 
-`vidur-fast COMMAND --help` shows each command's flags; `--preset list` the named setups;
-`python -m vidur_fast` is the same program."""
+`vidur-fast COMMAND --help` shows each command's flags; `--preset list` the
+named setups; `python -m vidur_fast` is the same program."""
 
 
 def top_help() -> str:

@@ -13,8 +13,8 @@ from vidur_fast.errors import ConfigError
 
 @dataclass(frozen=True)
 class ProfilesModel:
-    """Print a model's layers, total and active parameters, per-device weights, KV bytes per
-    token and how many sequences fit on a device."""
+    """Print a model's layers, total and active parameters, per-device weights, KV
+    bytes per token and how many sequences fit on a device."""
 
     model: str = "meta-llama/Meta-Llama-3-8B"
     """Catalog model name or a path to a Hugging Face config.json."""

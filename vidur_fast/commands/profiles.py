@@ -39,18 +39,59 @@ class ProfilesShow(ProfilesBuild):
     """Also write a PNG of the token, decode and prefill grids to this path."""
 
 
+def _wrapped(head: str, items, indent: int = 9) -> str:
+    import textwrap
+
+    first = head.ljust(indent) if len(head) < indent else head + " "
+    return textwrap.fill(
+        ", ".join(items),
+        79,
+        initial_indent=first,
+        subsequent_indent=" " * indent,
+        break_on_hyphens=False,
+        break_long_words=False,
+    )
+
+
+def _summary(value) -> list[str]:
+    """A source's listing entry as short items: names, with their variants in brackets."""
+    if isinstance(value, dict):
+        out = []
+        for k, v in value.items():
+            if isinstance(v, list | tuple) and v:
+                out.append(f"{k} ({', '.join(map(str, v))})")
+            elif isinstance(v, str):
+                out.append(f"{k} ({v})")
+            else:
+                out.append(str(k))
+        return out
+    if isinstance(value, list | tuple):
+        return [str(v) for v in value]
+    return [str(value)]
+
+
+def format_source(src: str, info: dict) -> list[str]:
+    """What a timing source holds, a few wrapped lines (its install path left out)."""
+    lines = [f"source {src}" + (f" ({info['package']})" if "package" in info else "") + ":"]
+    for key, value in info.items():
+        if key in ("root", "package"):
+            continue
+        lines.append(_wrapped(f"  {key}:", _summary(value), 12))
+    return lines
+
+
 def profiles_list(profile_dir: str | None) -> int:
     from vidur_fast.timing.sources import SOURCES, available
 
-    print("models:  " + ", ".join(list_models()))
-    print("devices: " + ", ".join(list_devices()))
-    print("nodes:   " + ", ".join(list_nodes()))
+    print(_wrapped("models:", list_models()))
+    print(_wrapped("devices:", list_devices()))
+    print(_wrapped("nodes:", list_nodes()))
     for src in SOURCES:
         if src == "vidur" and profile_dir is None:
             print("source vidur: pass --profile-dir DIR (a Vidur data/profiling layout)")
             continue
         info = available(src, profile_dir if src == "vidur" else None)
-        print(f"source {src}: {info}")
+        print("\n".join(format_source(src, info)))
     return 0
 
 

@@ -32,16 +32,19 @@ ROWS = (
     ("TPOT p50 (ms)", "decode_time_execution_plus_preemption_normalized", "p50", 1e3),
     ("TPOT p99 (ms)", "decode_time_execution_plus_preemption_normalized", "p99", 1e3),
     ("preemptions", "num_preemptions", None, 1.0),
+    ("mean running batch", "running_batch_mean", None, 1.0),
+    ("batch fill (%)", "batch_fill_mean", None, 100.0),
     ("KV use mean (%)", "kv_usage_mean", None, 100.0),
-    ("busy fraction (%)", "busy_fraction_mean", None, 100.0),
+    ("prefix hit rate (%)", "prefix_cache_hit_rate", None, 100.0),
+    ("step running (%)", "busy_fraction_mean", None, 100.0),
     ("cost per 1k req ($)", "cost_per_1k_requests_usd", None, 1.0),
 )
 
 
 @dataclass(frozen=True)
 class ReportArgs:
-    """Compare run directories: a table of key figures (differences relative to the first run)
-    and plots."""
+    """Compare run directories: a table of key figures (differences relative to the
+    first run) and plots."""
 
     runs: Annotated[tuple[str, ...], tyro.conf.Positional, tyro.conf.arg(metavar="RUN")] = ()
     """Run directories (each with summary.json; metrics.h5 for plots). The first is the base."""
@@ -163,8 +166,87 @@ def sweep_html(path: Path, kind: str, target: Path) -> int:
     table = pd.read_parquet(table_file)
     images = sorted(path.glob("*.png"))
     title = f"vidur-fast {kind}: {path.resolve().name}"
-    _write_html(target, table_page(title, table, images, "pareto" if kind == "capacity" else None))
+    if kind == "sweep":
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            chart = _sweep_pareto(table, Path(tmp) / "pareto.png")
+            page = table_page(title, table, [*images, *chart], "pareto" if chart else None)
+    elif "answer" in table:  # a min-replicas/GPUs/cost run: the chosen row stands out
+        lead = _answer_text(path)
+        note = "Highlighted: the answer (the smallest deployment that met the SLOs)."
+        page = table_page(title, table, images, "answer", note, lead)
+    else:
+        page = table_page(title, table, images, "pareto")
+    _write_html(target, page)
     return 0
+
+
+def _answer_text(path: Path) -> str | None:
+    import json
+
+    try:
+        data = json.loads((path / "answer.json").read_text())
+    except (OSError, ValueError):
+        return None
+    answer = data.get("answer")
+    goal = str(data.get("objective", "")).replace("_", " ")
+    if not answer:
+        return f"{goal}: no deployment met the SLOs at load {data.get('load')}"
+    return f"{goal} at load {data.get('load')}: {answer.get('label')}"
+
+
+def _sweep_pareto(table, png: Path) -> list[Path]:
+    """A sweep's cost-latency Pareto frontier over its points (TTFT p90 against the cost per
+    1,000 requests): marks table["pareto"] and draws the chart; nothing without the columns."""
+    import numpy as np
+
+    from vidur_fast.explore.pareto import pareto_mask, plot_pareto
+
+    x, y = "prefill_e2e_time_p90", "cost_per_1k_requests_usd"
+    if x not in table or y not in table:
+        return []
+    ok = table["status"].eq("ok") if "status" in table else True
+    latency = table[x].astype(float).where(ok)
+    table["pareto"] = pareto_mask(latency.to_numpy(), table[y].astype(float).to_numpy())
+    points = table["point"] if "point" in table else range(len(table))
+    table["label"] = [f"point {v}" for v in points]
+    if not np.isfinite(latency).any():
+        return []
+    plot_pareto(
+        table,
+        x,
+        y,
+        "label",
+        png,
+        "sweep: TTFT p90 against cost",
+        "TTFT p90 (s)",
+        "cost per 1,000 requests (USD)",
+    )
+    return [png]
+
+
+def _kept_runs(path: Path, kind: str) -> tuple[list[Path], list[str], str]:
+    """A sweep or capacity directory's table as text, and the run directories it kept
+    (sweep/capacity --keep-runs) with a label per row, to be compared like runs."""
+    import pandas as pd
+
+    from vidur_fast.outputs.console import format_sweep_table
+
+    stem = "results" if kind == "sweep" else "capacity"
+    table_file = path / f"{stem}.parquet"
+    if not table_file.is_file():
+        raise RunDirError(f"{path}: no {stem}.parquet yet (has the {kind} finished a point?)")
+    table = pd.read_parquet(table_file)
+    key = "point" if kind == "sweep" else "deployment"
+    if kind == "capacity":
+        table = table.rename(columns={"deployment": "point"})
+    text = format_sweep_table(table)
+    if "run_dir" not in table or table["run_dir"].isna().all():
+        note = f"(no run directories kept: run the {kind} with --keep-runs to compare them)"
+        return [], [], f"{text}\n{note}"
+    kept = table[table["run_dir"].notna()]
+    return [path / r for r in kept["run_dir"]], [f"{key} {p}" for p in kept["point"]], text
 
 
 def report(args: ReportArgs) -> int:
@@ -180,8 +262,17 @@ def report(args: ReportArgs) -> int:
             if len(paths) > 1:
                 raise RunDirError("report: a sweep or capacity directory is reported alone")
             return sweep_html(paths[0], kinds[0], Path(args.html))
+    labels, preface = None, None
+    kinds = [_sweep_kind(p) if p.is_dir() else None for p in paths]
+    if any(kinds):
+        if len(paths) > 1:
+            raise RunDirError("report: a sweep or capacity directory is reported alone")
+        paths, labels, preface = _kept_runs(paths[0], kinds[0])
+        if not paths:
+            print(preface)
+            return 0
     summaries = [read_summary(p) for p in paths]  # validates every input before writing
-    labels = _labels(paths)
+    labels = labels or _labels(paths)
     if args.html:
         from vidur_fast.outputs.html_report import runs_page
 
@@ -189,11 +280,14 @@ def report(args: ReportArgs) -> int:
         for run, label in zip(runs, labels, strict=True):
             run.name = label
         table, csv_rows = comparison_table(summaries, labels)
-        print(table)
+        # the page first: a page that cannot be written leaves one error line and no output
         _write_html(Path(args.html), runs_page(runs, labels, (csv_rows[0], csv_rows[1:])))
+        print(table)
         if args.out is None:
             return 0
     table, csv_rows = comparison_table(summaries, labels)
+    if preface is not None:
+        table = f"{preface}\n\n{table}"
     if args.out is None:
         # nothing is written into the runs compared: files only where --out says
         print(table)
@@ -203,13 +297,13 @@ def report(args: ReportArgs) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise RunDirError(f"--out: {out} exists and is not a directory")
-    print(table)
     try:
         out.mkdir(parents=True, exist_ok=True)
         with open(out / "report.csv", "w", newline="") as f:
             csv.writer(f).writerows(csv_rows)
     except OSError as exc:
         raise RunDirError(f"--out: cannot write {out} ({exc.strerror})") from None
+    print(table)
     if runs:
         from vidur_fast.outputs.plots import plot_latency_cdfs, write_plots
 

@@ -64,9 +64,10 @@ def cmd_simulate(argv: list[str]) -> int:
             # run-wide flags (--output.dir, --cluster.*, --seed, ...) may also follow a
             # `name:` subcommand
             config=(tyro.conf.CascadeSubcommandArgs,),
-            description="Simulate one deployment. `--preset NAME` starts from a named config "
-            "(`--preset list` shows them), `--config FILE` from a YAML/JSON file of config "
-            "fields or a run directory's config.json; other flags override its fields.",
+            description="Simulate one deployment. `--preset NAME` starts from a named\n"
+            "config (`--preset list` shows them), `--config FILE` from a YAML/JSON file of\n"
+            "config fields or a run directory's config.json; other flags override its\n"
+            "fields.",
         ),
         "vidur-fast simulate",
     )

@@ -24,12 +24,16 @@ class SweepArgs:
     """On resume, run again the points that ended with an error."""
     quiet: bool = False
     """No progress bar or closing line."""
+    keep_runs: bool = False
+    """Keep each point's run directory under OUT/runs/ (for vidur-fast report)."""
 
 
 @dataclass(frozen=True)
 class CapacityArgs(SweepArgs):
-    """Per deployment, the highest QPS that meets the SLOs of the file's `capacity` section;
-    cost per QPS and the cost-latency Pareto frontier."""
+    """Per deployment, the highest QPS that meets the SLOs of the file's `capacity`
+    section (cost per QPS, cost-latency Pareto frontier); or, with --objective
+    min-replicas, min-gpus or min-cost, the smallest deployment of the grid that
+    meets them at a fixed --load."""
 
     out: str | None = None
     """Output directory (default runs/capacity-<file stem>); rerunning resumes it."""
@@ -37,12 +41,24 @@ class CapacityArgs(SweepArgs):
     """On resume, search again the deployments that ended with an error."""
     quiet: bool = False
     """No progress bar, results table or closing line."""
+    keep_runs: bool = False
+    """Keep every simulation's run directory under OUT/runs/ (for vidur-fast report)."""
+    objective: Literal["max-qps", "min-replicas", "min-gpus", "min-cost"] | None = None
+    """What to answer (default: the file's capacity.objective, else max-qps): the highest
+    rate per deployment, or the deployment with the fewest replicas, fewest GPUs or lowest
+    price per hour that meets the SLOs at --load."""
+    load: float | None = None
+    """Fixed load of the min-* objectives (default: the file's capacity.load): requests/s for
+    a synthetic workload, a rate multiplier for a trace (4 replays it 4 times as fast)."""
 
 
 def _main(args_type, prog: str, runner, argv: list[str]) -> int:
     from vidur_fast.commands.errors import parse_args_or_raise
 
     a = parse_args_or_raise(lambda: tyro.cli(args_type, args=argv, prog=prog), prog)
+    extra = {"keep_runs": a.keep_runs}
+    if isinstance(a, CapacityArgs):
+        extra.update(objective=a.objective, load=a.load)
     runner(
         a.config,
         a.out,
@@ -51,6 +67,7 @@ def _main(args_type, prog: str, runner, argv: list[str]) -> int:
         ray_address=a.ray_address,
         retry_errors=a.retry_errors,
         quiet=a.quiet,
+        **extra,
     )
     return 0
 

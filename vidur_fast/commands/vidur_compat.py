@@ -16,30 +16,36 @@ from vidur_fast.outputs.console import format_summary
 from vidur_fast.outputs.writer import claim_output_dir, write_run
 
 USAGE = """usage: vidur-fast vidur-compat [VIDUR FLAGS] [--output-dir DIR]
-       vidur-fast vidur-compat explore --config-path CONFIG.yml --output-dir DIR [...]
+       vidur-fast vidur-compat explore --config-path CONFIG.yml --output-dir DIR
 
-Runs a Vidur command line unchanged (main line, or canary when any canary-only flag or value
-appears: vllm_v1, --cache_config_*, lop/sticky routers, the trace generator, random_forest).
-Without Vidur's profiling data (data/profiling, or --*_compute_input_file) the embedded timing
-data for the model and device are used, with a notice. The run directory is --output-dir, or
-<--metrics_config_output_dir>/<timestamp> (default simulator_output/<timestamp>).
-Flags read, by section, with their defaults:
+Runs a Vidur command line unchanged: its main line, or canary when any
+canary-only flag or value appears (vllm_v1, --cache_config_*, lop/sticky
+routers, the trace generator, random_forest). Without Vidur's profiling data
+(data/profiling, or --*_compute_input_file) the embedded timing data for the
+model and device are used, with a notice. The run directory is --output-dir, or
+<--metrics_config_output_dir>/<timestamp> (default
+simulator_output/<timestamp>). Flags read, by section, with their defaults:
 """
+_WIDTH = 79
 
 
 def format_help() -> str:
+    import textwrap
+
     lines = [USAGE]
     section = None
     rows = accepted_flags()
-    width = min(max(len(flag) for _, flag, _ in rows), 56)
+    width = min(max(len(flag) for _, flag, _ in rows), 44)
     for sec, flag, default in rows:
         if sec != section:
             lines.append(f"{sec}:")
             section = sec
-        if len(flag) > width:
-            lines.append(f"  {flag}\n  {'':<{width}}  {default}")
-        else:
-            lines.append(f"  {flag:<{width}}  {default}")
+        text = str(default)
+        if len(flag) <= width and 2 + width + 2 + len(text) <= _WIDTH:
+            lines.append(f"  {flag:<{width}}  {text}")
+        else:  # the default below the flag, wrapped
+            lines.append(f"  {flag}")
+            lines += textwrap.wrap(text, _WIDTH, initial_indent=" " * 6, subsequent_indent=" " * 6)
     return "\n".join(lines)
 
 
@@ -56,8 +62,9 @@ def _take_output_dir(argv: list[str]) -> tuple[str | None, list[str]]:
 
 @dataclass(frozen=True)
 class ExplorerArgs:
-    """Vidur's config explorer: per job of the YAML the highest QPS whose scheduling-delay
-    quantile meets the SLO; OUTPUT/results.csv with max_qps_under_sla, cost and Pareto flags."""
+    """Vidur's config explorer: per job of the YAML the highest QPS whose
+    scheduling-delay quantile meets the SLO; OUTPUT/results.csv with
+    max_qps_under_sla, cost and Pareto flags."""
 
     config_path: str
     """Explorer YAML (clusters, schedulers, traces, batch_sizes, tp/pp_dimensions, models)."""

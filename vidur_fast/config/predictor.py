@@ -6,7 +6,8 @@ from typing import Literal
 
 @dataclass(frozen=True)
 class PredictorConfig:
-    """How operator samples become timing grids: source, regressor, grid extent, overheads."""
+    """How operator samples become timing grids: source, regressor, grid extent,
+    overheads."""
 
     source: Literal["aiconfigurator", "vidur", "roofline"] = "aiconfigurator"
     """Where operator samples come from: NVIDIA's measured database, a Vidur profiling dir, or

@@ -17,8 +17,9 @@ from vidur_fast.config.workload import ClosedLoopWorkload, SyntheticWorkload, Tr
 
 @dataclass(frozen=True)
 class VllmV1Scheduler:
-    """vLLM v1: one token budget per step shared by decodes and prefill chunks, running requests
-    first, recompute preemption of the newest running request (the recommended scheduler)."""
+    """vLLM v1: one token budget per step shared by decodes and prefill chunks,
+    running requests first, recompute preemption of the newest running request (the
+    recommended scheduler)."""
 
     max_num_batched_tokens: int = 8192
     """Token budget per step (vllm serve's default)."""
@@ -50,7 +51,8 @@ class VllmV1Scheduler:
 
 @dataclass(frozen=True)
 class SarathiScheduler:
-    """Sarathi-Serve (Vidur's default): decodes first, then prefill chunks within chunk_size."""
+    """Sarathi-Serve (Vidur's default): decodes first, then prefill chunks within
+    chunk_size."""
 
     chunk_size: int = 512
     """Tokens per batch (decodes consume it but are never cut)."""
@@ -68,7 +70,8 @@ class SarathiScheduler:
 
 @dataclass(frozen=True)
 class VllmV0Scheduler:
-    """vLLM v0 as Vidur models it: prefill-only batches of whole prompts first, else decodes."""
+    """vLLM v0 as Vidur models it: prefill-only batches of whole prompts first, else
+    decodes."""
 
     batch_size_cap: int = 128
     """Most requests holding KV at once."""
@@ -86,7 +89,8 @@ class VllmV0Scheduler:
 
 @dataclass(frozen=True)
 class OrcaScheduler:
-    """Orca iteration-level batching: whole prompts, worst-case KV reservation per request."""
+    """Orca iteration-level batching: whole prompts, worst-case KV reservation per
+    request."""
 
     batch_size_cap: int = 128
     """Most requests per batch."""
@@ -114,8 +118,8 @@ class FasterTransformerScheduler:
 
 @dataclass(frozen=True)
 class LightLLMScheduler:
-    """LightLLM as Vidur models it: whole-prompt prefill batches admitted by a future-memory
-    estimate, else a decode step for every running request."""
+    """LightLLM as Vidur models it: whole-prompt prefill batches admitted by a
+    future-memory estimate, else a decode step for every running request."""
 
     batch_size_cap: int = 128
     """Most requests holding KV at once."""
@@ -155,8 +159,8 @@ class RandomRouter:
 
 @dataclass(frozen=True)
 class LeastWaitingRouter:
-    """Shortest waiting queue (running requests not counted; ties: lowest id), as Vidur main's
-    `lor` router does."""
+    """Shortest waiting queue (running requests not counted; ties: lowest id), as
+    Vidur main's `lor` router does."""
 
 
 @dataclass(frozen=True)
@@ -171,15 +175,16 @@ class LeastOutstandingPrefillRouter:
 
 @dataclass(frozen=True)
 class StickyRouter:
-    """All requests of a session go to the replica of its first request (chosen by lop);
-    requests without a session go by lop. Needs session ids in the workload."""
+    """All requests of a session go to the replica of its first request (chosen by
+    lop); requests without a session go by lop. Needs session ids in the workload."""
 
 
 @dataclass(frozen=True)
 class PrefixAwareRouter:
-    """Replica with the longest cached prefix of the prompt, among replicas whose outstanding
-    prefill is within max_imbalance_tokens of the least loaded; no cached prefix anywhere = lop.
-    Needs the vllm_v1 scheduler with prefix caching and a workload with block hashes."""
+    """Replica with the longest cached prefix of the prompt, among replicas whose
+    outstanding prefill is within max_imbalance_tokens of the least loaded; no
+    cached prefix anywhere = lop. Needs the vllm_v1 scheduler with prefix caching
+    and a workload with block hashes."""
 
     max_imbalance_tokens: int = 16384
     """Outstanding prefill tokens a replica may have above the least loaded and still win."""
@@ -187,40 +192,41 @@ class PrefixAwareRouter:
 
 @dataclass(frozen=True)
 class LopBinaryRouter:
-    """Fewest requests routed whose prefill has not completed (Vidur canary's lop_binary)."""
+    """Fewest requests routed whose prefill has not completed (Vidur canary's
+    lop_binary)."""
 
 
 @dataclass(frozen=True)
 class LopBatchEndRouter:
-    """Least load, where the load is prompt tokens routed less the prompt tokens of every batch
-    the replica finished; tokens served from the prefix cache are never taken off, so cached
-    replicas look busier (Vidur canary's lop_batch_end)."""
+    """Least load, where the load is prompt tokens routed less the prompt tokens of
+    every batch the replica finished; tokens served from the prefix cache are never
+    taken off, so cached replicas look busier (Vidur canary's lop_batch_end)."""
 
 
 @dataclass(frozen=True)
 class LopUncachedRouter:
-    """Least imbalance of the loads (max - min) after adding the prompt tokens the replica does
-    not hold in its prefix cache; those tokens are its load until the prefill completes (Vidur
-    canary's lop_uncached)."""
+    """Least imbalance of the loads (max - min) after adding the prompt tokens the
+    replica does not hold in its prefix cache; those tokens are its load until the
+    prefill completes (Vidur canary's lop_uncached)."""
 
 
 @dataclass(frozen=True)
 class StickyRoundRobinRouter:
-    """Sessions pinned to a replica; new sessions (and requests without one) by round robin.
-    Needs session ids in the workload."""
+    """Sessions pinned to a replica; new sessions (and requests without one) by round
+    robin. Needs session ids in the workload."""
 
 
 @dataclass(frozen=True)
 class StickyLorRouter:
-    """Sessions pinned to a replica; new sessions (and requests without one) by lor. Needs
-    session ids in the workload."""
+    """Sessions pinned to a replica; new sessions (and requests without one) by lor.
+    Needs session ids in the workload."""
 
 
 @dataclass(frozen=True)
 class TolerantStickyLopUncachedRouter:
     """lop_uncached with sessions pinned while their replica's imbalance stays within
-    tolerance_factor times the smallest; beyond it the session moves to the least-imbalance
-    replica. Needs session ids in the workload."""
+    tolerance_factor times the smallest; beyond it the session moves to the
+    least-imbalance replica. Needs session ids in the workload."""
 
     tolerance_factor: float = 2.0
     """How much worse than the best the session's replica may be and keep it (> 0)."""
@@ -229,7 +235,8 @@ class TolerantStickyLopUncachedRouter:
 @dataclass(frozen=True)
 class RankedStickyLopUncachedRouter:
     """lop_uncached with sessions pinned while their replica ranks among the top_k by
-    imbalance; otherwise the session moves to the best. Needs session ids in the workload."""
+    imbalance; otherwise the session moves to the best. Needs session ids in the
+    workload."""
 
     top_k: int = 2
     """How many best-ranked replicas keep a session (>= 1)."""
@@ -285,7 +292,7 @@ class ClusterConfig:
     memory_margin_fraction: float = 0.1
     """GPU memory kept free by the planner."""
     memory_model: Literal["auto", "vidur", "vllm"] = "auto"
-    """KV planner accounting: vidur (SPEC 7: transformer-layer weights only) or vllm (also the
+    """KV planner accounting: vidur (transformer-layer weights only) or vllm (also the
     embedding and LM head, tied or not, the profiled activation peak and communication buffers,
     vllm_v1 only); auto: vllm for the vllm_v1 scheduler, vidur for Vidur's schedulers. Weight
     and KV dtypes come from predictor.precision / kv_cache_dtype."""

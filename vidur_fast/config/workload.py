@@ -24,7 +24,8 @@ class FixedLengths:
 
 @dataclass(frozen=True)
 class UniformLengths:
-    """Total length uniform over [min_tokens, max_tokens], split by a fixed prefill:decode ratio."""
+    """Total length uniform over [min_tokens, max_tokens], split by a fixed
+    prefill:decode ratio."""
 
     min_tokens: int = 1024
     """Smallest total (prompt + output) length, inclusive."""
@@ -52,7 +53,8 @@ class ZipfLengths:
 
 @dataclass(frozen=True)
 class TraceLengths:
-    """Lengths sampled from the rows of a trace file (vidur CSV, Mooncake JSONL or Azure CSV)."""
+    """Lengths sampled from the rows of a trace file (vidur CSV, Mooncake JSONL or
+    Azure CSV)."""
 
     path: str
     """Trace file (plain or .gz); its format is detected from the name and columns."""
@@ -86,7 +88,8 @@ class PoissonIntervals:
 
 @dataclass(frozen=True)
 class GammaIntervals:
-    """Gamma-distributed gaps with mean 1/qps and coefficient of variation cv (bursty if > 1)."""
+    """Gamma-distributed gaps with mean 1/qps and coefficient of variation cv (bursty
+    if > 1)."""
 
     qps: float = 1.0
     """Mean arrival rate (requests per second, > 0)."""
@@ -155,9 +158,11 @@ class SyntheticWorkload:
 
 @dataclass(frozen=True)
 class ClosedLoopWorkload:
-    """N concurrent clients: each sends its next request when its previous one completes (plus
-    an optional think time), like `vllm bench serve --max-concurrency N`. Arrival times are
-    known only during the run; metrics cover the requests of the measurement window."""
+    """N concurrent clients: each sends its next request when its previous one
+    completes (plus an optional think time), like `vllm bench
+    serve --max-concurrency N`. Arrival times are known only during the run;
+    metrics
+    cover the requests of the measurement window."""
 
     concurrency: int = 8
     """Clients (requests in flight at most), >= 1."""
@@ -202,7 +207,8 @@ ClipRule = Literal["proportional", "prompt", "error"]
 
 @dataclass(frozen=True)
 class TraceWorkload:
-    """Replay a request trace: arrivals, lengths and (when present) sessions and prefix hashes."""
+    """Replay a request trace: arrivals, lengths and (when present) sessions and
+    prefix hashes."""
 
     path: str
     """Trace file (plain or .gz)."""

@@ -189,6 +189,13 @@ def run_engine(
     loop_s, loop_cpu_s = time.perf_counter() - t0, time.thread_time() - c0
     if bar is not None:
         bar.close()
+        if bar.disable:  # stderr is not a terminal: one line for the phase instead of a bar
+            print(
+                f"simulate: {int(lstate[LS_DONE]):,} of {n_live:,} requests completed, "
+                f"{lstate[LS_NOW] / NS_PER_S:.1f} s simulated in {loop_s:.2f} s "
+                f"(kernels loaded in {jit_s:.2f} s)",
+                file=sys.stderr,
+            )
     if status == RunStatus.BROKEN:
         raise RuntimeError("engine invariant broken: a running list overflowed")
     if status not in STATUS_NAMES:
@@ -198,9 +205,7 @@ def run_engine(
     if closed_loop is not None:  # only released requests had to finish
         n_live = int(((reqs.arrival_ns != NEVER) & (rejected == 0)).sum())
     if n and status == RunStatus.DONE and n_live and int(lstate[LS_DONE]) != n_live:
-        raise RuntimeError(
-            f"engine finished with {n_live - int(lstate[LS_DONE])} requests stuck"
-        )
+        raise RuntimeError(f"engine finished with {n_live - int(lstate[LS_DONE])} requests stuck")
     cl_out = cl if closed_loop is not None else None
     return EngineOutput(
         reqs,

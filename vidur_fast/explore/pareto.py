@@ -26,7 +26,16 @@ def pareto_mask(latency: np.ndarray, cost: np.ndarray) -> np.ndarray:
     return mask
 
 
-def plot_pareto(df: pd.DataFrame, x: str, y: str, label: str, path: Path, title: str) -> None:
+def plot_pareto(
+    df: pd.DataFrame,
+    x: str,
+    y: str,
+    label: str,
+    path: Path,
+    title: str,
+    xlabel: str | None = None,
+    ylabel: str = "cost per million requests at capacity (USD)",
+) -> None:
     """Scatter of every deployment (x: latency at capacity, y: cost), frontier highlighted."""
     import matplotlib
 
@@ -43,8 +52,8 @@ def plot_pareto(df: pd.DataFrame, x: str, y: str, label: str, path: Path, title:
         ax.annotate(
             str(r[label]), (r[x], r[y]), fontsize=7, xytext=(4, 4), textcoords="offset points"
         )
-    ax.set_xlabel(f"{x} at capacity (s)")
-    ax.set_ylabel("cost per million requests at capacity (USD)")
+    ax.set_xlabel(xlabel or f"{x} at capacity (s)")
+    ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize=8)

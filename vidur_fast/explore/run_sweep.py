@@ -77,8 +77,10 @@ def run_sweep(
     ray_address: str | None = None,
     retry_errors: bool = False,
     quiet: bool = False,
+    keep_runs: bool = False,
 ) -> SweepOutcome:
-    """Run the sweep file's grid into out (default runs/sweep-<file stem>); see docs/sweeps.md."""
+    """Run the sweep file's grid into out (default runs/sweep-<file stem>); with keep_runs
+    each point's run directory goes to out/runs/p<index>-<id>. See docs/sweeps.md."""
     spec = load_spec(config_path)
     points = expand(spec)
     out = out or f"runs/sweep-{Path(config_path).stem}"
@@ -88,8 +90,13 @@ def run_sweep(
         out_dir = prepare_dir(out, "sweep", {"source": str(config_path), "points": len(points)})
         log = ResultLog(out_dir / "points.jsonl")
         try:
-            n_run, n_skipped = _run_points(points, log, pool, retry_errors, quiet)
+            runs = {p.id: f"runs/p{p.index}-{p.id}" for p in points} if keep_runs else {}
+            n_run, n_skipped = _run_points(points, log, pool, retry_errors, quiet, runs, out_dir)
             rows = [{**point_columns(spec, p), **log.entries[p.id]} for p in points]
+            if keep_runs:
+                for p, row in zip(points, rows, strict=True):
+                    kept = (out_dir / runs[p.id]).is_dir()
+                    row["run_dir"] = runs[p.id] if kept else None
         finally:
             log.close()
         pool.close()
@@ -114,17 +121,32 @@ def run_sweep(
     return SweepOutcome(out_dir, table, n_run, n_skipped)
 
 
-def _run_points(points, log: ResultLog, pool, retry_errors: bool, quiet: bool):
+def _run_points(points, log: ResultLog, pool, retry_errors: bool, quiet: bool, runs, out_dir):
     todo, n_skipped = [], 0
     for p in points:
         done = log.entries.get(p.id)
-        if done is not None and (done.get("status") == "ok" or not retry_errors):
+        # a finished point whose run directory is asked for but missing runs again
+        missing = p.id in runs and done is not None and done.get("status") == "ok"
+        missing = missing and not (out_dir / runs[p.id]).is_dir()
+        if done is not None and not missing and (done.get("status") == "ok" or not retry_errors):
             n_skipped += 1
         elif p.config is None:
             log.add(p.id, {"status": "error", "error": p.error})
         else:
             todo.append(p)
-    unique = list({p.id: (p.id, p.config) for p in todo}.values())  # same config twice: once
+    # same config twice: once
+    unique = list(
+        {
+            p.id: (p.id, p.config, str(out_dir / runs[p.id])) if p.id in runs else (p.id, p.config)
+            for p in todo
+        }.values()
+    )
+    if not quiet and not sys.stderr.isatty():  # no bar off a terminal: one line for the phase
+        print(
+            f"sweep: {len(unique)} points to run ({n_skipped} already done), "
+            f"{pool.workers} worker{'s' if pool.workers != 1 else ''}",
+            file=sys.stderr,
+        )
     with tqdm(
         total=len(unique), disable=True if quiet else None, file=sys.stderr, desc="sweep"
     ) as bar:

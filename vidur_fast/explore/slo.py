@@ -17,6 +17,9 @@ SLO_METRICS = {
 SLO_STATS = ("p50", "p90", "p95", "p99", "mean", "max")
 _SLO_RE = re.compile(rf"({'|'.join(SLO_METRICS)})_({'|'.join(SLO_STATS)})")
 _EXAMPLE = "ttft_p90, tbt_p99, scheduling_delay_p99"
+# what a capacity run answers: the highest rate per deployment, or the cheapest deployment
+# (fewest replicas, fewest GPUs, lowest price per hour) that meets the SLOs at a fixed load
+OBJECTIVES = ("max_qps", "min_replicas", "min_gpus", "min_cost")
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,12 @@ class CapacitySettings:
     """Upper bound on simulations per deployment."""
     pareto_metric: str = field(default="")
     """SLO-style metric on the latency axis of the Pareto frontier (default: first SLO)."""
+    objective: str = "max_qps"
+    """max_qps: search each deployment's highest rate; min_replicas, min_gpus, min_cost:
+    simulate every deployment once at `load` and pick the smallest one that meets the SLOs."""
+    load: float | None = None
+    """The fixed load of a min_* objective: requests/s for a synthetic workload, a replay
+    speed (rate multiplier) for a trace."""
 
 
 def slo_column(name: str) -> str:
@@ -54,10 +63,18 @@ def _positive(key: str, value, allow_int_only: bool = False) -> float:
     return value
 
 
-def parse_capacity(section: dict | None) -> CapacitySettings:
-    """Check the `capacity` section; raise SweepFileError naming the bad key."""
+def parse_capacity(
+    section: dict | None, objective: str | None = None, load: float | None = None
+) -> CapacitySettings:
+    """Check the `capacity` section (objective and load given on the command line take the
+    place of the file's); raise SweepFileError naming the bad key."""
     if section is None:
         raise SweepFileError(f"capacity: missing section; give at least capacity.slo ({_EXAMPLE})")
+    section = dict(section)
+    if objective is not None:
+        section["objective"] = objective
+    if load is not None:
+        section["load"] = load
     allowed = [f for f in CapacitySettings.__dataclass_fields__]
     for key in section:
         if key not in allowed:
@@ -85,6 +102,25 @@ def parse_capacity(section: dict | None) -> CapacitySettings:
             f"capacity.pareto_metric: must be an SLO-style name such as ttft_p90 (got {metric!r})"
         )
     kwargs["pareto_metric"] = metric
+    goal = section.get("objective", "max_qps")
+    goal = goal.replace("-", "_") if isinstance(goal, str) else goal
+    if goal not in OBJECTIVES:
+        raise SweepFileError(
+            f"capacity.objective: must be one of {', '.join(OBJECTIVES)} (got {goal!r})"
+        )
+    kwargs["objective"] = goal
+    if "load" in section and goal == "max_qps":
+        raise SweepFileError(
+            "capacity.load: only the min_replicas, min_gpus and min_cost objectives take a "
+            "fixed load (max_qps searches the rate)"
+        )
+    if "load" in section:
+        kwargs["load"] = float(_positive("load", section["load"]))
+    elif goal != "max_qps":
+        raise SweepFileError(
+            f"capacity.load: the objective {goal} needs the load to meet (requests/s for a "
+            "synthetic workload, a rate multiplier for a trace); give capacity.load or --load"
+        )
     s = CapacitySettings(**kwargs)
     if s.rel_tol >= 1:
         raise SweepFileError(f"capacity.rel_tol: must be < 1 (got {s.rel_tol})")

@@ -75,10 +75,15 @@ def error_text(exc: BaseException) -> str:
     return lines[-1].strip() if lines else type(exc).__name__
 
 
-def run_config(cfg: SimConfig) -> dict[str, Any]:
-    """Simulate cfg; return {"status": "ok", metrics...} or {"status": "error", "error": ...}."""
+def run_config(cfg: SimConfig, run_dir: str | None = None) -> dict[str, Any]:
+    """Simulate cfg; return {"status": "ok", metrics...} or {"status": "error", "error": ...}.
+    With run_dir, the run's directory is written there too (sweep --keep-runs)."""
     try:
         result = simulate(cfg, timing_cache=_TIMING_CACHE)
+        if run_dir is not None:
+            from vidur_fast.outputs.writer import write_run
+
+            write_run(result, dataclasses.replace(cfg.output, dir=run_dir, overwrite=True))
         summary = dict(result.summary)
         row = {"status": "ok", "error": None, "sim_status": summary.pop("status")}
         row["cost_per_hour_usd"] = cost_per_hour_usd(cfg)
@@ -88,9 +93,9 @@ def run_config(cfg: SimConfig) -> dict[str, Any]:
         return {"status": "error", "error": error_text(exc)}
 
 
-def run_chunk(chunk: list[tuple[str, SimConfig]]) -> list[tuple[str, dict[str, Any]]]:
-    """Run a chunk of (point id, config) in this process, in order."""
-    return [(pid, run_config(cfg)) for pid, cfg in chunk]
+def run_chunk(chunk: list[tuple]) -> list[tuple[str, dict[str, Any]]]:
+    """Run a chunk of (point id, config[, run directory]) in this process, in order."""
+    return [(item[0], run_config(*item[1:])) for item in chunk]
 
 
 # ---- capacity search ----
@@ -106,14 +111,20 @@ def with_qps(cfg: SimConfig, qps: float) -> SimConfig:
     return dataclasses.replace(cfg, workload=dataclasses.replace(cfg.workload, intervals=intervals))
 
 
+def _probe_dir(run_root: str | None, qps: float) -> str | None:
+    return None if run_root is None else f"{run_root}/qps-{qps:.6g}"
+
+
 def search_deployment(task: tuple) -> tuple[str, dict[str, Any]]:
-    """Capacity search of one deployment: (id, config, CapacitySettings) -> (id, result)."""
-    dep_id, cfg, settings = task
+    """Capacity search of one deployment: (id, config, CapacitySettings[, run root]) ->
+    (id, result). With a run root every probe's run directory is kept under it."""
+    dep_id, cfg, settings, *root = task
+    run_root = root[0] if root else None
     rows: dict[float, dict] = {}
     failure: list[str] = []
 
     def meets(qps: float) -> bool:
-        row = run_config(with_qps(cfg, qps))
+        row = run_config(with_qps(cfg, qps), _probe_dir(run_root, qps))
         ok, why = meets_slo(row, settings.slo)
         rows[qps] = {**row, "met": ok, "why": why}
         if row["status"] != "ok":
@@ -131,10 +142,26 @@ def search_deployment(task: tuple) -> tuple[str, dict[str, Any]]:
     if best is None:  # nothing met the SLOs: say why at the lowest rate tried
         result["error"] = rows[min(rows)]["why"]
     for name in settings.slo | {settings.pareto_metric: 0}:
-        result[name] = best.get(slo_column(name)) if best else None
+        result[slo_column(name)] = best.get(slo_column(name)) if best else None
     for col in _CAPACITY_EXTRA:
         result[col] = best.get(col) if best else None
     result["probes"] = _probe_rows(rows)
+    return dep_id, result
+
+
+def evaluate_deployment(task: tuple) -> tuple[str, dict[str, Any]]:
+    """One deployment at the fixed load of a min-replicas/GPUs/cost objective: (id, config,
+    CapacitySettings[, run directory]) -> (id, result with `met` and `why`)."""
+    dep_id, cfg, settings, *run_dir = task
+    row = run_config(with_qps(cfg, settings.load), run_dir[0] if run_dir else None)
+    if row["status"] != "ok":
+        return dep_id, {"status": "error", "error": row["error"], "met": False}
+    ok, why = meets_slo(row, settings.slo)
+    result = {"status": "ok", "error": None, "met": ok, "why": why}
+    for name in settings.slo | {settings.pareto_metric: 0}:
+        result[slo_column(name)] = row.get(slo_column(name))
+    for col in (*_CAPACITY_EXTRA, "num_rejected", "num_completed", "num_requests"):
+        result[col] = row.get(col)
     return dep_id, result
 
 
@@ -146,6 +173,7 @@ _CAPACITY_EXTRA = (
     "throughput_requests_per_s",
     "throughput_output_tokens_per_s",
     "kv_usage_mean",
+    "batch_fill_mean",
     "busy_fraction_mean",
     "num_preemptions",
 )

@@ -44,6 +44,7 @@ def closed_loop_summary(req: pd.DataFrame, plan: ClosedLoopPlan) -> dict:
         "num_released": released,
         "num_measured": int(win.sum()),
         "num_excluded": int(released - win.sum()),
+        "warmup_requests": int(plan.warmup_requests),
         "ttft": describe(req["client_ttft"].to_numpy()[win]),
         "tpot": describe(req["time_per_output_token"].to_numpy()[win]),
         "e2e": describe(req["client_e2e_time"].to_numpy()[win]),

@@ -1,4 +1,4 @@
-"""Per-request metrics with Vidur's names (SPEC 9.1), vectorised over the request columns."""
+"""Per-request metrics with Vidur's names, vectorised over the request columns."""
 
 import numpy as np
 import pandas as pd
@@ -20,7 +20,7 @@ def request_metrics(reqs: Reqs, arrival_s: np.ndarray, response_s: float = 0.0) 
     engine's own timestamps (scheduled_at, prefill_completed_at, completed_at).
 
     Normalised metrics divide by the tokens the request asked for (Vidur divides by the
-    restart-changed counts, SPEC 12.9).
+    restart-changed counts).
     """
     done = reqs.status == ReqStatus.FINISHED
     prompt = reqs.total - reqs.orig_decode

@@ -29,19 +29,50 @@ def format_warnings(summary: dict) -> list[str]:
     return out
 
 
+def format_load(summary: dict) -> str:
+    """How close to saturation the replicas ran: batch fill and KV use; the busy time counts
+    any running step, however small, so it is not a saturation figure on its own."""
+    parts = []
+    mean, cap = summary.get("running_batch_mean"), summary.get("batch_size_cap")
+    if mean is not None and cap:
+        parts.append(f"mean running batch {mean:.1f} of {cap} seqs ({100 * mean / cap:.1f}%)")
+    parts.append(
+        f"KV use mean {100 * summary['kv_usage_mean']:.1f}% peak"
+        f" {100 * summary['kv_usage_peak']:.1f}%"
+    )
+    parts.append(f"a step running {100 * summary.get('busy_fraction_mean', 0.0):.1f}% of the time")
+    return "saturation: " + "; ".join(parts)
+
+
+def format_closed_loop(summary: dict) -> str | None:
+    loop = summary.get("closed_loop")
+    if not loop:
+        return None
+    left = loop["num_excluded"]
+    warm = min(loop.get("warmup_requests", 0), left)
+    other = left - warm
+    why = f"{warm} warm-up" + (f" and {other} outside the measurement window" if other else "")
+    return (
+        f"closed loop: {loop['concurrency']} clients, {loop['num_released']} requests sent,"
+        f" {loop['num_measured']} measured ({left} left out: {why})"
+    )
+
+
 def format_summary(summary: dict) -> str:
     lines = [format_header(summary["run"])] if "run" in summary else []
+    loop_line = format_closed_loop(summary)
     lines += [
         f"requests {summary['num_completed']}/{summary['num_requests']} completed"
         f" ({summary['num_rejected']} rejected), status {summary['status']},"
         f" simulated {summary['simulated_time_s']:.2f} s",
         f"throughput {summary['throughput_requests_per_s']:.3f} req/s,"
         f" {summary['throughput_output_tokens_per_s']:.1f} output tok/s;"
-        f" preemptions {summary['num_preemptions']}; KV use mean"
-        f" {100 * summary['kv_usage_mean']:.1f}% peak {100 * summary['kv_usage_peak']:.1f}%;"
-        f" replicas busy {100 * summary.get('busy_fraction_mean', 0.0):.1f}% of the time",
+        f" preemptions {summary['num_preemptions']}",
+        format_load(summary),
         f"{'metric':<22}{'mean':>10}{'p50':>10}{'p90':>10}{'p99':>10}{'max':>10}",
     ]
+    if loop_line:
+        lines.insert(len(lines) - 1, loop_line)
     for label, key in ROWS:
         d = summary.get(key, {})
         if not d or d.get("count", 0) == 0:
@@ -82,10 +113,14 @@ SWEEP_AXES = (
 )
 SWEEP_FIGURES = (
     ("status", "status"),
+    ("capacity_qps", "capacity req/s"),
+    ("met", "SLOs met"),
+    ("answer", "answer"),
     ("throughput_requests_per_s", "req/s"),
     ("prefill_e2e_time_p90", "TTFT p90 s"),
     ("tbt_p99", "TBT p99 s"),
     ("request_e2e_time_p99", "E2E p99 s"),
+    ("prefix_cache_hit_rate", "hit rate"),
     ("cost_per_1k_requests_usd", "$/1k req"),
 )
 

@@ -32,7 +32,7 @@ body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; 
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ccc; }
 h3 { font-size: 1.05em; }
 table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0; }
-th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; }
+th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; white-space: nowrap; }
 th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
 tr.pareto td { background: #fff3e0; }
 img { max-width: 100%; border: 1px solid #eee; margin: 0.5em 0; }
@@ -180,14 +180,23 @@ def runs_page(runs: list, labels: list[str], figures: tuple[list[str], list[list
     return _page(title, body)
 
 
-def table_page(title: str, table: pd.DataFrame, images: list[Path], mark: str | None) -> str:
+def table_page(
+    title: str,
+    table: pd.DataFrame,
+    images: list[Path],
+    mark: str | None,
+    note: str = "Highlighted: the cost-latency Pareto frontier.",
+    lead: str | None = None,
+) -> str:
     """A sweep or capacity directory: its results table (rows with `mark` true highlighted,
-    e.g. the Pareto frontier) and its charts."""
-    body = [f"<p>{len(table)} rows.</p>"]
+    e.g. the Pareto frontier, with `note` saying what they are) and its charts; `lead` is a
+    line shown above the table (a capacity answer)."""
+    body = [f"<p><b>{html.escape(lead)}</b></p>"] if lead else []
+    body.append(f"<p>{len(table)} rows.</p>")
     classes = None
     if mark and mark in table:
         classes = ["pareto" if bool(v) else "" for v in table[mark]]
-        body.append('<p class="note">Highlighted: the cost-latency Pareto frontier.</p>')
+        body.append(f'<p class="note">{html.escape(note)}</p>')
     rows = table.astype(object).where(table.notna(), float("nan")).values.tolist()
     body.append(_table(rows, [str(c) for c in table.columns], classes))
     for image in images:

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-# Vidur's request time distributions (SPEC 9.1), in its column order
+# Vidur's request time distributions, in its column order
 TIME_METRICS = (
     "request_e2e_time",
     "request_e2e_time_normalized",

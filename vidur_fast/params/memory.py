@@ -1,4 +1,4 @@
-"""Memory planner: KV-cache blocks per replica (SPEC section 7)."""
+"""Memory planner: KV-cache blocks per replica."""
 
 from dataclasses import dataclass
 
@@ -107,8 +107,8 @@ def plan_tokens(
     runtime_bytes: int = 0,
 ) -> MemoryPlan:
     """Token planner (vLLM v1): every free byte after weights (and runtime_bytes of activations
-    and buffers) holds KV for this stage's layers. embeddings=False, runtime_bytes=0 is SPEC
-    7.2; the vllm memory model passes True and vllm_runtime_bytes()."""
+    and buffers) holds KV for this stage's layers. embeddings=False, runtime_bytes=0 is
+    Vidur's planner; the vllm memory model passes True and vllm_runtime_bytes()."""
     param, avail = _free_bytes(
         model, device, tp, pp, margin, weight_dtype, embeddings, runtime_bytes
     )

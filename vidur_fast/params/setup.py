@@ -222,8 +222,7 @@ def build_setup(cfg: SimConfig, model: ModelSpec, device: DeviceSpec) -> EngineS
 
 
 # NOTE(fix): LightLLM accounts KV per token, but its timing rows come from the usual 16-token
-# block profiles; Vidur filtered the attention profile by block size 1 and found nothing
-# (SPEC 12.6).
+# block profiles; Vidur filtered the attention profile by block size 1 and found nothing.
 LIGHTLLM_PROFILE_BLOCK_SIZE = 16
 
 

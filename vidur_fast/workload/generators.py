@@ -54,7 +54,7 @@ def _gaps(cfg: object, rng: np.random.Generator, size: int) -> np.ndarray:
     match cfg:
         case PoissonIntervals(qps=qps, truncate=truncate):
             gaps = rng.exponential(1.0 / qps, size)
-            # NOTE(vidur): PoissonRequestIntervalGenerator clips gaps at 3/qps (SPEC 12.10).
+            # NOTE(vidur): PoissonRequestIntervalGenerator clips gaps at 3/qps.
             return np.minimum(gaps, 3.0 / qps) if truncate else gaps
         case GammaIntervals(qps=qps, cv=cv):
             shape = 1.0 / (cv * cv)

@@ -104,3 +104,51 @@ def test_bad_html_requests_are_one_line(two_runs, tmp_path, capsys, args, needle
     assert exc.value.code == 2
     err = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
     assert len(err) == 1 and err[0].startswith("error:") and needle in err[0], err
+
+
+def test_html_to_an_unwritable_place_is_one_line_and_prints_nothing(two_runs, tmp_path, capsys):
+    import os
+    import sys
+
+    if os.geteuid() != 0:
+        locked = tmp_path / "locked"
+        locked.mkdir()
+        locked.chmod(0o500)
+        target = locked / "x.html"
+    elif sys.platform.startswith("linux"):
+        target = type(tmp_path)("/proc/vidur-fast-report.html")  # root can write anywhere else
+    else:
+        pytest.skip("no unwritable directory for root here")
+    with pytest.raises(SystemExit) as exc:
+        main(["report", str(two_runs[0]), "--html", str(target)])
+    assert exc.value.code == 2
+    captured = capsys.readouterr()
+    err = [x for x in captured.err.splitlines() if x.strip()]
+    assert len(err) == 1 and err[0].startswith("error: --html"), err
+    assert not captured.out and not target.exists()
+
+
+def test_sweep_directory_page_with_its_pareto_chart(tmp_path):
+    from vidur_fast.explore.run_sweep import run_sweep
+
+    spec = {
+        "base": {
+            "workload": {
+                "type": "synthetic",
+                "num_requests": 60,
+                "lengths": {"type": "uniform", "min_tokens": 128, "max_tokens": 1024},
+                "intervals": {"type": "poisson", "qps": 4.0},
+            },
+            "predictor": {**FAST_PREDICTOR, "cache_dir": str(tmp_path / "grids")},
+        },
+        "grid": {"num_replicas": [1, 2], "qps": [4, 16]},
+    }
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps(spec))
+    run_sweep(str(path), str(tmp_path / "sw"), workers=1, quiet=True, keep_runs=True)
+    page = tmp_path / "sw.html"
+    assert main(["report", str(tmp_path / "sw"), "--html", str(page)]) == 0
+    text = page.read_text()
+    assert "prefill_e2e_time_p90" in text and "Pareto frontier" in text
+    assert len(_images(text)) == 1 and 'class="pareto"' in text
+    _screenshot(page, tmp_path / "sweep.png")

@@ -10,7 +10,7 @@ from tests.helpers.sweeps import small_base
 from vidur_fast.explore.pareto import pareto_mask
 from vidur_fast.explore.run_capacity import run_capacity
 from vidur_fast.explore.search import find_capacity
-from vidur_fast.explore.slo import CapacitySettings
+from vidur_fast.explore.slo import CapacitySettings, slo_column
 
 SLO = {"ttft_p90": 0.15, "tbt_p99": 0.05, "scheduling_delay_p99": 0.1}
 
@@ -73,8 +73,8 @@ def test_capacity_table_cost_and_frontier(inline_capacity):
     assert len(t) == 4 and (t["status"] == "ok").all()
     assert t["cost_per_hour_usd"].tolist() == [6.98, 6.98, 13.96, 13.96]
     assert np.allclose(t["qps_per_usd_hour"], t["capacity_qps"] / t["cost_per_hour_usd"])
-    for name, limit in SLO.items():
-        assert (t[name] <= limit).all()
+    for name, limit in SLO.items():  # under the summary's names, as in probes and sweeps
+        assert (t[slo_column(name)] <= limit).all()
     assert t["pareto"].any()
     for _, row in t.iterrows():  # the bracket closed within the tolerance
         probes = res.probes[res.probes["deployment"] == row["deployment"]]
@@ -177,3 +177,92 @@ def test_capacity_of_a_trace_without_arrival_times_is_one_line(tmp_path, capsys)
     err = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
     assert len(err) == 1 and err[0].startswith("error:") and "arrived_at" in err[0], err
     assert not (tmp_path / "out").exists()
+
+
+def _fixed_load_file(tmp_path, **capacity):
+    data = {
+        "base": small_base(tmp_path / "grids"),
+        "grid": {"num_replicas": [1, 2, 4]},
+        "capacity": {"slo": {"ttft_p90": 0.05}, **capacity},
+    }
+    path = tmp_path / "fixed.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def test_min_replicas_at_a_fixed_load_answers_with_the_smallest_deployment(tmp_path, capsys):
+    from vidur_fast.commands.main import main
+
+    path = _fixed_load_file(tmp_path)
+    out = tmp_path / "out"
+    code = main(
+        ["capacity", path, "--objective", "min-replicas", "--load", "96", "--out", str(out)]
+        + ["--workers", "1", "--keep-runs"]
+    )
+    assert code == 0
+    printed = capsys.readouterr().out
+    t = pd.read_parquet(out / "capacity.parquet")
+    assert t["num_replicas"].tolist() == [1, 2, 4] and (t["qps"] == 96).all()
+    met = t[t["met"]]
+    assert len(met) and not t["met"].all(), t[["num_replicas", "met", "why"]]
+    best = t[t["answer"]]
+    assert len(best) == 1 and best["num_replicas"].item() == met["num_replicas"].min()
+    assert (met["prefill_e2e_time_p90"] <= 0.05).all()
+    answer = json.loads((out / "answer.json").read_text())
+    assert answer["objective"] == "min_replicas"
+    assert answer["answer"]["num_replicas"] == best["num_replicas"].item()
+    line = [x for x in printed.splitlines() if x.startswith("answer:")]
+    assert line and f": {best['num_replicas'].item()} (" in line[0] and "96 req/s" in line[0]
+    # --keep-runs: one run directory per deployment, which report reads
+    for rel in t["run_dir"]:
+        assert (out / rel / "summary.json").is_file()
+    assert main(["report", *(str(out / r) for r in t["run_dir"])]) == 0
+
+
+def test_min_gpus_and_min_cost_rank_by_their_own_figure(tmp_path):
+    path = _fixed_load_file(tmp_path, objective="min_cost", load=96)
+    res = run_capacity(path, str(tmp_path / "cost"), workers=1, quiet=True)
+    met = res.table[res.table["met"]]
+    assert res.answer["cost_per_hour_usd"] == met["cost_per_hour_usd"].min()
+    res = run_capacity(path, str(tmp_path / "gpus"), workers=1, quiet=True, objective="min-gpus")
+    assert res.answer["gpus"] == res.table[res.table["met"]]["gpus"].min()
+
+
+def test_no_deployment_meeting_the_slos_is_an_answer_too(tmp_path, capsys):
+    path = _fixed_load_file(tmp_path, objective="min_replicas", load=96, slo={"ttft_p90": 1e-6})
+    res = run_capacity(path, str(tmp_path / "none"), workers=1)
+    assert res.answer is None and not res.table["answer"].any()
+    assert "answer: none of the 3 deployments" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "capacity,needle",
+    [
+        ({"objective": "min_replicas"}, "capacity.load"),
+        ({"objective": "fewest"}, "capacity.objective"),
+        ({"load": 4}, "capacity.load"),
+        ({"objective": "min_gpus", "load": -1}, "capacity.load"),
+    ],
+)
+def test_bad_objective_or_load_is_one_line(tmp_path, capsys, capacity, needle):
+    from tests.helpers.cli import assert_one_error, run_cli
+
+    path = _fixed_load_file(tmp_path, **capacity)
+    code, lines = run_cli(["capacity", path, "--out", str(tmp_path / "o"), "--quiet"], capsys)
+    assert_one_error(code, lines, needle)
+    assert not (tmp_path / "o").exists()
+
+
+def test_capacity_keep_runs_keeps_each_probe(tmp_path):
+    data = {
+        "base": small_base(tmp_path / "grids"),
+        "capacity": {"slo": {"ttft_p90": 0.3}, "start_qps": 8, "rel_tol": 0.3, "max_qps": 64},
+    }
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(data))
+    res = run_capacity(str(path), str(tmp_path / "out"), workers=1, quiet=True, keep_runs=True)
+    for rel in res.probes["run_dir"]:
+        assert (res.out_dir / rel / "summary.json").is_file(), rel
+    row = res.table.iloc[0]
+    kept = json.loads((res.out_dir / row["run_dir"] / "summary.json").read_text())
+    assert kept["prefill_e2e_time"]["p90"] == pytest.approx(row["prefill_e2e_time_p90"])

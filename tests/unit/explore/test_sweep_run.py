@@ -111,3 +111,35 @@ def test_a_sweep_prints_its_table_and_no_bar_without_a_terminal(tmp_path, grid_c
     lines = io.out.splitlines()
     assert lines[0].split()[:4] == ["point", "tp", "scheduler", "qps"] and len(lines) == 9
     assert "\r" not in io.err  # stderr is not a terminal here: no progress bar
+
+
+def test_keep_runs_keeps_each_point_for_report(tmp_path, grid_cache, capsys):
+    from vidur_fast.commands.main import main
+    from vidur_fast.outputs.reader import read_summary
+
+    data = small_sweep(grid_cache)
+    data["grid"] = {"qps": [4, 16]}
+    cfg = write(tmp_path / "s.json", data)
+    out = tmp_path / "out"
+    assert main(["sweep", cfg, "--out", str(out), "--workers", "1", "--keep-runs"]) == 0
+    table = pd.read_parquet(out / "results.parquet")
+    assert table["run_dir"].tolist() == [f"runs/p{k}-{i}" for k, i in enumerate(table["point_id"])]
+    for rel, p90 in zip(table["run_dir"], table["prefill_e2e_time_p90"], strict=True):
+        assert read_summary(out / rel)["prefill_e2e_time"]["p90"] == p90
+    capsys.readouterr()
+    # report on the sweep directory: its table, then the kept runs side by side
+    assert main(["report", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "point 0" in printed and "point 1" in printed and "TTFT p90 (s)" in printed
+    # a removed run directory is run again on resume; the others are kept
+    import shutil
+
+    shutil.rmtree(out / table["run_dir"][1])
+    again = run_sweep(cfg, str(out), workers=1, quiet=True, keep_runs=True)
+    assert (again.n_run, again.n_skipped) == (1, 1)
+    assert (out / table["run_dir"][1] / "summary.json").is_file()
+    # without --keep-runs the table says so and report prints only the table
+    plain = run_sweep(cfg, str(tmp_path / "plain"), workers=1, quiet=True)
+    assert "run_dir" not in plain.table
+    assert main(["report", str(tmp_path / "plain")]) == 0
+    assert "--keep-runs" in capsys.readouterr().out

@@ -1,4 +1,4 @@
-"""SPEC 7.3 worked values for the memory planners."""
+"""Worked values for the memory planners."""
 
 import pytest
 

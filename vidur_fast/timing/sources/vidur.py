@@ -1,4 +1,4 @@
-"""Operator samples from a directory in Vidur's data/profiling layout (SPEC 6.2 / 6.3 / 10.2).
+"""Operator samples from a directory in Vidur's data/profiling layout.
 
     compute/{device}/{hf model name}/mlp.csv, attention.csv
     network/{node name}/all_reduce.csv, send_recv.csv

@@ -1,0 +1,1 @@
+"""The documentation checked against the tool."""
