@@ -1,8 +1,10 @@
 """Code that runs inside executor worker processes: simulate configs, flatten summaries.
 
-A worker process keeps the timing models it has built or loaded (a small LRU keyed by model,
-device, node, TP, PP, predictor), so the many points of a chunk pay for grids once; Numba
-kernels load from their cache once per process as well.
+A worker process (a pool process or a Ray actor) runs many points and keeps what they share:
+the timing models it has built or loaded (a small LRU keyed by model, device, node, TP, PP,
+predictor), the trace files it has parsed (lengths, arrivals, block hashes; a small LRU keyed
+by file identity and read options), and the Numba kernels, loaded from their cache once per
+process. None of it changes a result: each point computes what a one-off simulate does.
 """
 
 import dataclasses
@@ -17,8 +19,10 @@ from vidur_fast.config.workload import TraceWorkload
 from vidur_fast.errors import UserError
 from vidur_fast.explore.search import find_capacity
 from vidur_fast.explore.slo import meets_slo, slo_column
+from vidur_fast.workload.readers import trace_memo
 
 _TIMING_CACHE_SIZE = 8
+_TRACE_CACHE_SIZE = 4
 
 
 class _LruCache(OrderedDict):
@@ -43,6 +47,7 @@ class _LruCache(OrderedDict):
 
 # Per process, deliberately: worker processes are reused across chunks.
 _TIMING_CACHE = _LruCache(_TIMING_CACHE_SIZE)
+_TRACE_CACHE = _LruCache(_TRACE_CACHE_SIZE)
 
 
 def flatten(d: dict, prefix: str = "") -> dict[str, Any]:
@@ -78,7 +83,8 @@ def error_text(exc: BaseException) -> str:
 def run_config(cfg: SimConfig) -> dict[str, Any]:
     """Simulate cfg; return {"status": "ok", metrics...} or {"status": "error", "error": ...}."""
     try:
-        result = simulate(cfg, timing_cache=_TIMING_CACHE)
+        with trace_memo(_TRACE_CACHE):
+            result = simulate(cfg, timing_cache=_TIMING_CACHE)
         summary = dict(result.summary)
         row = {"status": "ok", "error": None, "sim_status": summary.pop("status")}
         row["cost_per_hour_usd"] = cost_per_hour_usd(cfg)
