@@ -33,6 +33,7 @@ class InlineExecutor:
     """Runs every item in the calling process."""
 
     workers = 1
+    on_this_machine = True  # workers share this machine's Numba and grid caches
 
     def imap(self, fn: Callable, items: Iterable) -> Iterator[tuple[Any, Any, BaseException]]:
         for item in items:
@@ -128,6 +129,8 @@ class LocalExecutor:
     (forkserver: no thread or Ray state inherited from the caller, and no per-worker import
     cost). Callers' scripts need the usual `if __name__ == "__main__":` guard."""
 
+    on_this_machine = True
+
     def __init__(self, workers: int):
         self.workers = workers
         ctx = get_context("forkserver")
@@ -221,6 +224,7 @@ class RayExecutor:
                 raise ExecutorError(f"ray_address: {msg}") from None
             self._owned = True
         self.workers = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        self.on_this_machine = self._owned and not address  # a local cluster started here
         self._actor_class = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(
             _RayRunner
         )

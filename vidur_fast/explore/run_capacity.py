@@ -20,7 +20,12 @@ from vidur_fast.explore.run_sweep import build_table, point_columns
 from vidur_fast.explore.slo import CapacitySettings, parse_capacity
 from vidur_fast.explore.spec import load_spec
 from vidur_fast.explore.store import ResultLog, prepare_dir, release_dir, write_table
-from vidur_fast.explore.worker import cost_per_hour_usd, error_text, search_deployment
+from vidur_fast.explore.worker import (
+    cost_per_hour_usd,
+    error_text,
+    search_deployment,
+    warm_kernels,
+)
 
 QPS_PATH = "workload.intervals.qps"
 
@@ -172,6 +177,8 @@ def _search_all(points: list[Point], ids, settings, log, pool, retry_errors, qui
             log.add(pid, {"status": "error", "error": problem, "probes": []})
         else:
             todo[pid] = (pid, p.config, settings)
+    if todo and pool.on_this_machine:
+        warm_kernels(next(iter(todo.values()))[1], quiet)
     with tqdm(
         total=len(todo), disable=True if quiet else None, file=sys.stderr, desc="capacity"
     ) as bar:
