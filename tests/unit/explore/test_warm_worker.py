@@ -89,3 +89,17 @@ def test_memoized_trace_is_read_only_and_follows_file_changes(tmp_path):
         path.write_text("\n".join(lines[:50]) + "\n")  # the file changes: read again
         assert len(read_trace(path, need_hashes=True)) == 49
     assert read_trace(path) is not read_trace(path)  # outside the block: no memo
+
+
+def test_missing_kernels_are_compiled_once_before_the_workers_start(
+    sweep_file, tmp_path, monkeypatch, capsys
+):
+    import vidur_fast.engine.run as engine_run
+
+    monkeypatch.setattr(engine_run, "kernel_cached", lambda dispatcher: False)
+    res = run_sweep(str(sweep_file), str(tmp_path / "out"), workers=1)
+    assert (res.table["status"] == "ok").all()
+    err = capsys.readouterr().err
+    assert err.count("compiling the kernels once before the workers start") == 1
+    assert "compiling the simulation loop" in err
+    assert err.index("compiling the kernels once") < err.index("sweep: ")
