@@ -8,7 +8,9 @@ the caches filled. Timing grids come from the grid cache in both (a missing grid
 in the first run). write_cpu_s: writing the run directory (metrics.h5, request CSV);
 loop_s / loop_cpu_s: the simulation loop alone (kernels already loaded); vllm_v1 runs use its
 default, prefix caching on (synthetic requests carry no prefix hashes, so nothing hits);
-req/s = requests / loop_cpu_s.
+req/s = requests / loop_cpu_s. The `floor` row runs synth1m's workload through a bare jitted
+chunked-prefill loop (bench/floor_loop.py) with the same replicas and token budget, so the
+ratio of the simulator's loop to the cheapest loop over the same requests is visible.
 
     python bench/run_all.py                      # every scenario, cold and warm
     python bench/run_all.py --only conv25k s1    # a subset
@@ -41,6 +43,8 @@ SCENARIOS = {
     "synth1m_nopc": "as synth1m, prefix caching off",
     "ctx128k": "Llama-3.1-8B, 130,000-token prompts + 1,000 output, vllm_v1, 1 replica",
     "r1000": "1M requests, splitwise_conv lengths, Poisson 4,700 qps, vllm_v1, 1,000 replicas",
+    "floor": "the floor: synth1m's requests through a bare jitted chunked-prefill loop "
+    "(bench/floor_loop.py: no memory or timing model, round-robin, replicas one by one)",
 }
 
 
@@ -130,6 +134,9 @@ def worker(name: str, shared: Path, request_csv: bool = True) -> None:
     from dataclasses import replace
 
     t0 = time.perf_counter()
+    if name == "floor":
+        floor_worker(shared)
+        return
     from vidur_fast.api import simulate
     from vidur_fast.commands.main import freeze_heap
     from vidur_fast.outputs.writer import write_run
@@ -168,6 +175,32 @@ def worker(name: str, shared: Path, request_csv: bool = True) -> None:
     freeze_heap()  # and before exit, as the CLI does
 
 
+def floor_worker(shared: Path) -> None:
+    """The floor row's figures, in the keys of a scenario's."""
+    import resource
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from floor_loop import synth1m_floor
+
+    f = synth1m_floor(shared)
+    if f is None:
+        print(json.dumps({"skipped": True}))
+        return
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    figures = {
+        "requests": f["requests"],
+        "replicas": f["replicas"],
+        "batches": f["steps"],
+        "batches_spilled": 0,
+        "request_iterations": f["request_iterations"],
+        "phases_s": {"jit_s": f["jit_s"], "loop_s": f["loop_s"], "loop_cpu_s": f["loop_cpu_s"]},
+        "write_cpu_s": 0.0,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "peak_rss_mb": usage.ru_maxrss / 1024,
+    }
+    print(json.dumps(figures))
+
+
 def run_child(name: str, shared: Path, numba_cache: str | None, request_csv: bool) -> dict:
     env = dict(os.environ)
     if numba_cache is not None:
@@ -200,7 +233,7 @@ def main() -> None:
     if args.worker:
         worker(args.worker, args.shared, not args.no_request_csv)
         return
-    names = args.only or list(SCENARIOS)
+    names = sorted(args.only or list(SCENARIOS), key=lambda n: n == "floor")  # floor last
     rows = {}
     header = (
         f"{'scenario':<12} {'requests':>9} {'replicas':>8} {'cold_s':>7} {'warm_s':>7} "
@@ -225,7 +258,17 @@ def main() -> None:
         ph = warm["phases_s"]
         cold_s = f"{cold['wall_s']:7.2f}" if cold and "error" not in cold else "      -"
         note = SCENARIOS[name]
-        if warm["batches_spilled"]:
+        if name == "floor":
+            ns = ph["loop_cpu_s"] / max(warm["request_iterations"], 1) * 1e9
+            note = (
+                f"bare chunked-prefill loop over synth1m's requests: {warm['batches']:,} steps, "
+                f"{ns:.1f} ns per request-iteration"
+            )
+            sim = rows.get("synth1m", {}).get("warm") or {}
+            if "phases_s" in sim:
+                ratio = sim["phases_s"]["loop_cpu_s"] / ph["loop_cpu_s"]
+                note += f"; synth1m's loop is {ratio:.0f}x this"
+        elif warm["batches_spilled"]:
             note += f"; {warm['batches']:,} batches ({warm['batches_spilled']:,} spilled)"
         print(
             f"{name:<12} {warm['requests']:>9,} {warm['replicas']:>8,} {cold_s} "

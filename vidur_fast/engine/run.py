@@ -1,6 +1,7 @@
 """Drive the kernel loop: allocate state, resume after log flushes, report progress."""
 
 import sys
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,6 +19,7 @@ from vidur_fast.engine.state import (
 from vidur_fast.errors import UserError
 from vidur_fast.jit_start import start_numba_target
 from vidur_fast.kernels import loop
+from vidur_fast.kernels.block_pool import init_pool_nb
 from vidur_fast.kernels.closed_loop import ClosedLoop
 from vidur_fast.kernels.codes import (
     LS_DONE,
@@ -80,6 +82,33 @@ def _max_request_blocks(sp: SchedParams, prompt: np.ndarray, decode: np.ndarray)
     return min(sp.usable_blocks, -(-longest // sp.block_size) + 1)
 
 
+def kernel_cached(dispatcher) -> bool | None:
+    """Whether a kernel's machine code is in this process or in Numba's on-disk cache for this
+    CPU (so the first call loads it instead of compiling); None when it cannot be told. Reads
+    the cache index as Numba's own load does; call after start_numba_target()."""
+    try:
+        if dispatcher.overloads:
+            return True
+        cache = dispatcher._cache
+        index = cache._cache_file._load_index()
+        if not index:
+            return False
+        from numba.core.registry import cpu_target
+
+        magic = cpu_target.target_context.codegen().magic_tuple()
+        code = cache._index_key(next(iter(index))[0], cpu_target.target_context.codegen())[2]
+        return any(key[1] == magic and key[2] == code for key in index)
+    except Exception:  # another Numba version's internals: say nothing rather than guess
+        return None
+
+
+def _note(bar, msg: str) -> None:
+    if bar is not None:
+        bar.write(msg, file=sys.stderr)
+    else:
+        print(msg, file=sys.stderr, flush=True)
+
+
 def run_engine(
     arrival_s: np.ndarray,
     prompt: np.ndarray,
@@ -109,8 +138,6 @@ def run_engine(
     compress_batches: compress spilled batch records for metrics.h5 while the loop runs (off
     when no metrics.h5 will be written: the CPU would be spent for nothing).
     """
-    import time
-
     arrival_s = np.asarray(arrival_s, dtype=np.float64)
     known = np.isfinite(arrival_s)
     arrival_ns = np.full(arrival_s.shape[0], NEVER, dtype=np.int64)
@@ -128,6 +155,10 @@ def run_engine(
     pool_blocks = sp.usable_blocks if sp.enable_prefix_caching else 0
     reps = alloc_reps(sp.num_replicas, sp.pp, max_running(sp), loop.batch_slots(sp))
     start_numba_target()  # before the first kernel: alloc_kv sets up the pool with one
+    t_pool = time.perf_counter()
+    compiling_pool = progress and pool_blocks > 0 and kernel_cached(init_pool_nb) is False
+    if compiling_pool:
+        _note(None, "compiling the prefix-cache pool set-up (first run only; then cached) ...")
     kv = alloc_kv(
         sp.num_replicas,
         arrival_ns.shape[0],
@@ -135,6 +166,9 @@ def run_engine(
         pool_blocks,
         _max_request_blocks(sp, prompt, decode),
     )
+    if compiling_pool:
+        took = time.perf_counter() - t_pool
+        _note(None, f"compiled the prefix-cache pool set-up in {took:.0f} s")
     log = alloc_log(log_capacity)
     # the caller reads grids.counters afterwards, so that array is passed through as is
     tables = {k: kernel_array(v, v.dtype) for k, v in grids._asdict().items() if k != "counters"}
@@ -163,11 +197,20 @@ def run_engine(
         return loop.run_nb(reqs, reps, kv, log, run, cl, grids, tparams, sp, limit_ns, max_steps)
 
     # A zero-step call loads (or compiles) the kernels, so loop_s is simulation time only.
+    compiling = progress and kernel_cached(loop.run_nb) is False
+    if compiling:
+        _note(
+            bar,
+            "compiling the simulation loop (first run after installing or upgrading: about a "
+            "minute of one CPU core; then cached) ...",
+        )
     t0 = time.perf_counter()
     advance(0)
     if bar is not None:
         bar.set_description_str("simulate", refresh=False)
     jit_s = time.perf_counter() - t0
+    if compiling:
+        _note(bar, f"compiled the simulation loop in {jit_s:.0f} s")
     t0, c0 = time.perf_counter(), time.thread_time()
     while True:
         before = (lstate[LS_NOW], lstate[LS_NEXT_REQ], lstate[LS_DONE])

@@ -2,7 +2,8 @@
 
 - inline: in this process (one worker; no start-up cost).
 - local: a pool of spawned processes, one per worker; processes are reused across items.
-- ray: tasks on a Ray cluster (a local one started here, or an existing one by address).
+- ray: a pool of Ray actors, one CPU each, reused across items (a local cluster started
+  here, or an existing one by address).
 
 Items are chunks of work; the callers order results themselves, so which executor ran them
 (and in what order they finished) never changes the output.
@@ -32,6 +33,7 @@ class InlineExecutor:
     """Runs every item in the calling process."""
 
     workers = 1
+    on_this_machine = True  # workers share this machine's Numba and grid caches
 
     def imap(self, fn: Callable, items: Iterable) -> Iterator[tuple[Any, Any, BaseException]]:
         for item in items:
@@ -127,6 +129,8 @@ class LocalExecutor:
     (forkserver: no thread or Ray state inherited from the caller, and no per-worker import
     cost). Callers' scripts need the usual `if __name__ == "__main__":` guard."""
 
+    on_this_machine = True
+
     def __init__(self, workers: int):
         self.workers = workers
         ctx = get_context("forkserver")
@@ -182,10 +186,19 @@ def _check_reachable(address: str) -> None:
         ) from None
 
 
+class _RayRunner:
+    """Body of a Ray actor: one warm worker process that runs item after item, so what a
+    worker keeps between items (loaded kernels, timing grids, trace files) is loaded once per
+    actor, not once per point."""
+
+    def call(self, fn: Callable, item: Any) -> Any:
+        return fn(item)
+
+
 class RayExecutor:
-    """Ray tasks, one CPU each. Joins a running cluster (address, or one already initialised
-    in this process) or starts a local one with `workers` CPUs, and stops only what it
-    started."""
+    """A pool of Ray actors, one CPU each, kept for the executor's life: each item goes to
+    the next idle actor. Joins a running cluster (address, or one already initialised in this
+    process) or starts a local one with `workers` CPUs, and stops only what it started."""
 
     def __init__(self, workers: int | None, address: str | None):
         try:
@@ -196,6 +209,7 @@ class RayExecutor:
             ) from None
         self._ray = ray
         self._owned = False
+        self._actors: list = []
         if not ray.is_initialized():
             kwargs: dict[str, Any] = {"include_dashboard": False, "logging_level": "WARNING"}
             if address:
@@ -210,28 +224,58 @@ class RayExecutor:
                 raise ExecutorError(f"ray_address: {msg}") from None
             self._owned = True
         self.workers = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        self.on_this_machine = self._owned and not address  # a local cluster started here
+        self._actor_class = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(
+            _RayRunner
+        )
+
+    def _new_actor(self):
+        actor = self._actor_class.remote()
+        self._actors.append(actor)
+        return actor
+
+    def _drop_actor(self, actor) -> None:
+        with contextlib.suppress(ValueError):
+            self._actors.remove(actor)
+        with contextlib.suppress(Exception):
+            self._ray.kill(actor)
 
     def imap(self, fn: Callable, items: Iterable) -> Iterator[tuple[Any, Any, BaseException]]:
         ray = self._ray
-        remote = ray.remote(num_cpus=1, max_retries=0)(fn)
-        pending = {remote.remote(item): item for item in items}
-        self._pending = pending  # cancelled by close(abort=True)
-        while pending:
+        queue = list(items)
+        queue.reverse()  # pop() takes them in order
+        idle = list(self._actors)
+        while len(idle) < min(self.workers, len(queue)):
+            idle.append(self._new_actor())
+        pending: dict = {}  # ref -> (item, actor)
+        while queue or pending:
+            while queue and idle:
+                actor = idle.pop()
+                item = queue.pop()
+                pending[actor.call.remote(fn, item)] = (item, actor)
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
-                item = pending.pop(ref)
+                item, actor = pending.pop(ref)
                 try:
-                    yield item, ray.get(ref), None
-                except Exception as exc:  # a dead worker fails its items, not the run
+                    result = ray.get(ref)
+                except ray.exceptions.RayActorError as exc:  # the actor died: fail its item
+                    self._drop_actor(actor)
+                    if queue:
+                        idle.append(self._new_actor())
                     yield item, None, exc
+                    continue
+                except Exception as exc:  # an error in the item itself
+                    idle.append(actor)
+                    yield item, None, exc
+                    continue
+                idle.append(actor)
+                yield item, result, None
 
     def close(self, abort: bool = False) -> None:
-        """Stop a cluster this executor started; abort: cancel the tasks still running (on a
-        cluster it joined they would run on otherwise)."""
-        if abort:
-            for ref in list(getattr(self, "_pending", {})):
-                with contextlib.suppress(Exception):
-                    self._ray.cancel(ref, force=True)
+        """Stop the actors (abort: with the items they are running, which on a cluster this
+        executor joined would run on otherwise) and a cluster this executor started."""
+        for actor in list(self._actors):
+            self._drop_actor(actor)
         if self._owned:
             self._ray.shutdown()
 

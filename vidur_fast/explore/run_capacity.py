@@ -26,6 +26,7 @@ from vidur_fast.explore.worker import (
     error_text,
     evaluate_deployment,
     search_deployment,
+    warm_kernels,
 )
 
 QPS_PATH = "workload.intervals.qps"
@@ -238,6 +239,8 @@ def _search_all(points: list[Point], ids, settings, log, pool, retry_errors, qui
             f"{pool.workers} worker{'s' if pool.workers != 1 else ''}",
             file=sys.stderr,
         )
+    if todo and pool.on_this_machine:
+        warm_kernels(next(iter(todo.values()))[1], quiet)
     with tqdm(
         total=len(todo), disable=True if quiet else None, file=sys.stderr, desc="capacity"
     ) as bar:

@@ -13,7 +13,7 @@ from vidur_fast.explore.executors import make_executor
 from vidur_fast.explore.points import Point, describe, expand, grid_value_label
 from vidur_fast.explore.spec import SweepSpec, load_spec
 from vidur_fast.explore.store import ResultLog, prepare_dir, release_dir, write_table
-from vidur_fast.explore.worker import error_text, run_chunk
+from vidur_fast.explore.worker import error_text, run_chunk, warm_kernels
 
 DESCRIBED_PATHS = {
     "cluster.model",
@@ -147,6 +147,8 @@ def _run_points(points, log: ResultLog, pool, retry_errors: bool, quiet: bool, r
             f"{pool.workers} worker{'s' if pool.workers != 1 else ''}",
             file=sys.stderr,
         )
+    if unique and pool.on_this_machine:
+        warm_kernels(unique[0][1], quiet)
     with tqdm(
         total=len(unique), disable=True if quiet else None, file=sys.stderr, desc="sweep"
     ) as bar:

@@ -1,24 +1,29 @@
 """Code that runs inside executor worker processes: simulate configs, flatten summaries.
 
-A worker process keeps the timing models it has built or loaded (a small LRU keyed by model,
-device, node, TP, PP, predictor), so the many points of a chunk pay for grids once; Numba
-kernels load from their cache once per process as well.
+A worker process (a pool process or a Ray actor) runs many points and keeps what they share:
+the timing models it has built or loaded (a small LRU keyed by model, device, node, TP, PP,
+predictor), the trace files it has parsed (lengths, arrivals, block hashes; a small LRU keyed
+by file identity and read options), and the Numba kernels, loaded from their cache once per
+process. None of it changes a result: each point computes what a one-off simulate does.
 """
 
 import dataclasses
+import sys
 import traceback
 from collections import OrderedDict
 from typing import Any
 
 from vidur_fast.api import simulate
 from vidur_fast.catalog import get_device
-from vidur_fast.config.sim import SimConfig
-from vidur_fast.config.workload import TraceWorkload
+from vidur_fast.config.sim import OutputConfig, SimConfig
+from vidur_fast.config.workload import FixedLengths, SyntheticWorkload, TraceWorkload
 from vidur_fast.errors import UserError
 from vidur_fast.explore.search import find_capacity
 from vidur_fast.explore.slo import meets_slo, slo_column
+from vidur_fast.workload.readers import trace_memo
 
 _TIMING_CACHE_SIZE = 8
+_TRACE_CACHE_SIZE = 4
 
 
 class _LruCache(OrderedDict):
@@ -43,6 +48,7 @@ class _LruCache(OrderedDict):
 
 # Per process, deliberately: worker processes are reused across chunks.
 _TIMING_CACHE = _LruCache(_TIMING_CACHE_SIZE)
+_TRACE_CACHE = _LruCache(_TRACE_CACHE_SIZE)
 
 
 def flatten(d: dict, prefix: str = "") -> dict[str, Any]:
@@ -79,7 +85,8 @@ def run_config(cfg: SimConfig, run_dir: str | None = None) -> dict[str, Any]:
     """Simulate cfg; return {"status": "ok", metrics...} or {"status": "error", "error": ...}.
     With run_dir, the run's directory is written there too (sweep --keep-runs)."""
     try:
-        result = simulate(cfg, timing_cache=_TIMING_CACHE)
+        with trace_memo(_TRACE_CACHE):
+            result = simulate(cfg, timing_cache=_TIMING_CACHE)
         if run_dir is not None:
             from vidur_fast.outputs.writer import write_run
 
@@ -91,6 +98,29 @@ def run_config(cfg: SimConfig, run_dir: str | None = None) -> dict[str, Any]:
         return row
     except Exception as exc:  # a failing point is recorded; the sweep goes on
         return {"status": "error", "error": error_text(exc)}
+
+
+def warm_kernels(cfg: SimConfig, quiet: bool) -> None:
+    """Compile the kernels once in this process when Numba's cache lacks them, before the
+    workers start: they then load the cached code instead of each compiling it (a minute of
+    CPU per worker otherwise), and the first run says what it compiles. A 1-request run of
+    cfg's deployment (its timing grids built or loaded here too, and cached for the workers);
+    nothing when the kernels are cached already. A failure is left to the workers to report."""
+    from vidur_fast.engine.run import kernel_cached
+    from vidur_fast.jit_start import start_numba_target
+    from vidur_fast.kernels import loop
+
+    start_numba_target()
+    if kernel_cached(loop.run_nb) is not False:
+        return
+    if not quiet:
+        print("compiling the kernels once before the workers start", file=sys.stderr)
+    tiny = SyntheticWorkload(num_requests=1, lengths=FixedLengths(16, 2))
+    one = dataclasses.replace(cfg, workload=tiny, output=OutputConfig(dir=None), quiet=True)
+    try:
+        simulate(one, progress=not quiet, timing_cache=_TIMING_CACHE)
+    except Exception:  # each point runs (and reports its error) on its own anyway
+        pass
 
 
 def run_chunk(chunk: list[tuple]) -> list[tuple[str, dict[str, Any]]]:

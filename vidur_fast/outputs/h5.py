@@ -12,19 +12,25 @@ Layout (format_version 2; docs/outputs.md lists every column):
     /tbt_histogram/{count, upper_edge_s}
 
 Every dataset has attrs `unit` and `description`. Booleans are stored as uint8.
+h5py is imported when a file is written or read, not with this module (start-up).
 """
+
+from __future__ import annotations
 
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import h5py
 import numpy as np
 import pandas as pd
 
 from vidur_fast import __version__
+
+if TYPE_CHECKING:
+    import h5py
 from vidur_fast.engine.chunk_codec import CHUNK_ROWS, GZIP_LEVEL, encode_chunk, shuffled
 from vidur_fast.outputs.schema import (
     FORMAT_VERSION,
@@ -132,6 +138,8 @@ def write_metrics_h5(
     """
     if timeseries_full_max_rows is None:
         timeseries_full_max_rows = TIMESERIES_FULL_MAX_ROWS
+    import h5py
+
     meta = result.timing_meta or {}
     threads = min(os.cpu_count() or 1, 8)
     with (
@@ -247,6 +255,8 @@ def _read_frame(g: h5py.Group) -> pd.DataFrame:
 
 def read_metrics_h5(path: Path) -> dict:
     """{'attrs', 'requests', 'batches', 'replicas', 'timeseries': {r: df}, 'tbt_histogram'}."""
+    import h5py
+
     with h5py.File(path, "r") as f:
         out = {"attrs": {k: _attr(v) for k, v in f.attrs.items()}}
         for name in ("requests", "batches", "replicas", "tbt_histogram"):

@@ -8,7 +8,6 @@ from importlib.metadata import PackageNotFoundError, version
 
 import numpy as np
 import pandas as pd
-from tqdm import tqdm
 
 from vidur_fast.catalog import (
     DeviceSpec,
@@ -207,6 +206,8 @@ def _version(package: str) -> str:
 
 
 def _build(samples: OperatorSamples, cfg: PredictorConfig, tp: int, pp: int, progress: bool):
+    from tqdm import tqdm  # only when grids are built (not on a cache hit)
+
     t0 = time.perf_counter()
     total = len(op_tables(samples)) + _GRID_STAGES
     # no bar when stderr is not a terminal (logs get no carriage-return clutter)

@@ -17,6 +17,7 @@ import shutil
 import stat
 import tempfile
 import warnings
+from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -456,8 +457,69 @@ def read_trace(
     need_hashes: bool = False,
     max_rows: int | None = None,
 ) -> TraceData:
-    """Read and validate a trace file; only the first max_rows data rows when given."""
+    """Read and validate a trace file; only the first max_rows data rows when given.
+
+    Inside `with trace_memo(m):` a file read before with the same arguments, and unchanged
+    since (size, mtime, inode), is answered from m with the same read-only arrays.
+    """
     path = str(path)
+    memo = _MEMO[0]
+    key = _memo_key(path, fmt, need_arrivals, need_hashes, max_rows) if memo is not None else None
+    if key is not None:
+        found = memo.get(key)
+        if found is not None:
+            return found
+        data = _frozen(_read_trace(path, fmt, need_arrivals, need_hashes, max_rows))
+        memo[key] = data
+        return data
+    return _read_trace(path, fmt, need_arrivals, need_hashes, max_rows)
+
+
+# the memo read_trace uses, set by trace_memo (one slot, so the module holds no data itself)
+_MEMO: list[MutableMapping | None] = [None]
+
+
+@contextlib.contextmanager
+def trace_memo(memo: MutableMapping) -> Iterator[None]:
+    """Within the block, read_trace keeps what it reads in memo and answers repeated reads of
+    an unchanged file from it: a process that runs many simulations over one trace (a sweep
+    worker) parses it once."""
+    previous = _MEMO[0]
+    _MEMO[0] = memo
+    try:
+        yield
+    finally:
+        _MEMO[0] = previous
+
+
+def _memo_key(path: str, fmt: str, *args) -> tuple | None:
+    """What a memoized read depends on; None for anything but a regular file (a pipe can be
+    read once only, and is copied instead)."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    real = os.path.realpath(path)
+    return (path, real, st.st_size, st.st_mtime_ns, st.st_ino, fmt, *args)
+
+
+def _frozen(data: TraceData) -> TraceData:
+    """data with every array read-only (it is shared by every later read of the memo)."""
+    for f in dataclasses.fields(data):
+        value = getattr(data, f.name)
+        if isinstance(value, np.ndarray):
+            value.flags.writeable = False
+    if data.block_ids is not None:
+        data.block_ids.offsets.flags.writeable = False
+        data.block_ids.ids.flags.writeable = False
+    return data
+
+
+def _read_trace(
+    path: str, fmt: str, need_arrivals: bool, need_hashes: bool, max_rows: int | None
+) -> TraceData:
     _check_exists(path)
     if _is_stream(path):
         return _read_stream(path, fmt, need_arrivals, need_hashes, max_rows)
@@ -484,9 +546,7 @@ def _read_stream(
         if fmt == "auto" and not Path(path).suffix:  # `<(...)` has no name to go by
             fmt = detect_format(tmp)
         try:
-            data = read_trace(
-                tmp, fmt, need_arrivals=need_arrivals, need_hashes=need_hashes, max_rows=max_rows
-            )
+            data = _read_trace(tmp, fmt, need_arrivals, need_hashes, max_rows)
         except TraceError as exc:
             raise TraceError(str(exc).replace(tmp, path)) from None
         return dataclasses.replace(data, path=path)

@@ -1,6 +1,7 @@
 """The Ray executor gives the same tables as the in-process run; a bad address fails fast."""
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import pandas as pd
 import pytest
 
 from tests.helpers.sweeps import small_base, small_sweep
+from vidur_fast.explore.executors import RayExecutor
 from vidur_fast.explore.run_capacity import run_capacity
 from vidur_fast.explore.run_sweep import run_sweep
 
@@ -51,6 +53,28 @@ def test_capacity_on_ray_matches_inline(local_ray, grid_cache, tmp_path):
     assert (inline.table["status"] == "ok").all()
     pd.testing.assert_frame_equal(on_ray.table, inline.table)
     pd.testing.assert_frame_equal(on_ray.probes, inline.probes)
+
+
+def test_items_run_on_warm_actors_one_per_worker(local_ray):
+    pool = RayExecutor(2, None)
+    try:
+        got = list(pool.imap(lambda item: (item, os.getpid()), range(12)))
+    finally:
+        pool.close()
+    assert all(exc is None for _, _, exc in got)
+    assert sorted(item for item, _, _ in got) == list(range(12))
+    assert len({pid for _, (_, pid), _ in got}) <= 2  # two processes ran all twelve
+
+
+def test_a_dead_actor_fails_its_item_only(local_ray):
+    pool = RayExecutor(2, None)
+    try:
+        got = list(pool.imap(lambda item: os._exit(1) if item == 3 else item * 10, range(8)))
+    finally:
+        pool.close()
+    failed = [item for item, _, exc in got if exc is not None]
+    assert failed == [3]
+    assert sorted(res for item, res, exc in got if exc is None) == [0, 10, 20, 40, 50, 60, 70]
 
 
 def _closed_port() -> int:
