@@ -95,7 +95,7 @@ def build_timing(
     """
     validate_predictor(cfg)
     spec = model if isinstance(model, ModelSpec) else get_model(model)
-    spec.check_modelled()  # the operator tables below are those of dense GQA layers
+    spec.check_modelled()  # MLA is not timed yet
     spec.check_parallelism(tp, pp)
     dev = device if isinstance(device, DeviceSpec) else get_device(device)
     if node is None:
@@ -122,11 +122,19 @@ def build_timing(
         precision=cfg.precision,
         kv_cache_dtype=cfg.kv_cache_dtype,
         kernel_envelope=cfg.kernel_envelope,
+        **_moe_args(spec, cfg),
     )
     timing = timing_from_samples(samples, spec, tp, pp, cfg, progress=progress)
     if cfg.cache_mode in ("use", "refresh"):
         write_memo(resolve_cache_dir(cfg), fingerprint, timing.meta["key"])
     return timing
+
+
+def _moe_args(model: ModelSpec, cfg: PredictorConfig) -> dict:
+    """The MoE settings a source needs (none for a dense model, so its inputs are unchanged)."""
+    if model.moe is None:
+        return {}
+    return dict(moe_ep=cfg.moe_ep, attention_dp=cfg.attention_dp, moe_routing=cfg.moe_routing)
 
 
 def _from_memo(
@@ -216,7 +224,8 @@ def _build(samples: OperatorSamples, cfg: PredictorConfig, tp: int, pp: int, pro
             bar.update()
 
         models = fit_all(samples, cfg, step=step)
-        grids = build_grids(models, cfg, tp, pp, step=step)
+        weights = samples.provenance.get("layer_weights")
+        grids = build_grids(models, cfg, tp, pp, step=step, weights=weights)
     return grids, {name: m.stats for name, m in models.items()}, time.perf_counter() - t0
 
 

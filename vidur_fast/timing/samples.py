@@ -22,6 +22,9 @@ TOKEN_OPS = (
     "add",
     "attn_kv_cache_save",  # keyed by exact token count, not rounded
 )
+# Token-count operators of a mixture-of-experts layer (present only for MoE models; the
+# provenance's layer_weights says in what share of the layers each op runs)
+MOE_TOKEN_OPS = ("moe_router", "moe_experts", "moe_shared", "moe_dispatch", "moe_combine")
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from vidur_fast.catalog import DeviceSpec, ModelSpec, NodeSpec, get_device, list_devices
+from vidur_fast.catalog.arch import SLIDING, attention_kinds, moe_parallel
 from vidur_fast.timing.samples import OperatorSamples
 from vidur_fast.timing.sources._aic_data import (
     BACKENDS,
@@ -34,6 +35,17 @@ from vidur_fast.timing.sources._aic_gemm import (
     GemmTable,
     gemm_table,
     interpolate_gemm,
+)
+from vidur_fast.timing.sources._aic_moe import (
+    EXPERT_DTYPES,
+    MOE_TABLE,
+    expert_curve,
+    expert_format,
+    layer_weights,
+    model_roofline_ms,
+    moe_rows,
+    nccl_curve,
+    tokens_curve,
 )
 from vidur_fast.timing.sources._common import (
     BF16_BYTES,
@@ -68,10 +80,12 @@ ATTN_KV_DTYPES = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8"}
 # ---- token ops ----
 
 
-def _gemm_ops(table: GemmTable, model: ModelSpec, tp: int) -> dict:
-    """Samples at every measured m, then work-linear (t ~ m) beyond the largest measured m."""
+def _gemm_ops(table: GemmTable, model: ModelSpec, tp: int, shapes: dict | None = None) -> dict:
+    """Samples at every measured m, then work-linear (t ~ m) beyond the largest measured m.
+
+    shapes: {op: (n, k)} (default: the model's linear layers after TP sharding)."""
     out = {}
-    for op, (n, k) in linear_shapes(model, tp).items():
+    for op, (n, k) in (shapes or linear_shapes(model, tp)).items():
         t = interpolate_gemm(table, n, k)
         ok = np.isfinite(t)
         m, t = table.m[ok], t[ok]
@@ -329,6 +343,101 @@ def allreduce_curve(system: AicSystem, backend: str, tp: int, envelope: bool = T
     return curve.message_size.to_numpy(), t, versions, files
 
 
+# ---- sliding-window layers ----
+
+
+def sliding_window_share(model: ModelSpec) -> tuple[int, float] | None:
+    """(window, share of layers) of a model with sliding-window layers, else None."""
+    kinds = attention_kinds(model)
+    n = kinds.count(SLIDING)
+    if not n or model.sliding_window <= 0:
+        return None
+    return model.sliding_window, n / len(kinds)
+
+
+def window_pairs(kv, chunk, w: int) -> np.ndarray:
+    """(query, key) pairs of `chunk` new tokens after `kv` cached ones when every query sees at
+    most the last w positions (itself included): the sum of min(p, w) for p = kv+1 .. kv+chunk."""
+    kv = np.asarray(kv, dtype=np.float64)
+    c = np.asarray(chunk, dtype=np.float64)
+    below = np.clip(w - kv, 0, c)  # queries whose view is not yet full
+    return below * kv + below * (below + 1) / 2 + (c - below) * w
+
+
+def equivalent_chunk_pairs(pairs) -> np.ndarray:
+    """Length L of a causal prefill from scratch with L(L+1)/2 = pairs."""
+    return (np.sqrt(1 + 8 * np.asarray(pairs, dtype=np.float64)) - 1) / 2
+
+
+def window_decode(decode: pd.DataFrame, w: int, share: float) -> pd.DataFrame:
+    """Decode samples of the mean layer: full layers at the sample's kv, sliding ones at
+    min(kv, w) (per batch size, log-log over kv + 1 between measured points)."""
+    out = decode.copy()
+    t = out.time_ms.to_numpy(copy=True)
+    for _, g in decode.groupby("batch_size"):
+        g = g.sort_values("kv_len")
+        pos = g.kv_len.to_numpy(dtype=np.float64) + 1
+        at_w = interp_loglog(np.minimum(pos, w), pos, g.time_ms.to_numpy())
+        idx = g.index.to_numpy()
+        t[idx] = (1 - share) * g.time_ms.to_numpy() + share * at_w
+    out["time_ms"] = t
+    return out
+
+
+# ---- mixture-of-experts layers ----
+
+
+def _moe_ops(
+    parts: dict, system, backend, device, model, tp, dp, ep, routing, precision, table,
+    mem_bps, mem_const_ms, envelope, versions, files,
+) -> dict:  # fmt: skip
+    """Add the MoE ops (_aic_moe) of one MoE layer to parts; returns their provenance.
+
+    Mutates: parts, versions, files."""
+    par = moe_parallel(model, tp, dp, ep)
+    x = model.moe
+    fmt = expert_format(model, precision)
+    version, path, rows = moe_rows(system, backend)
+    prov: dict = {"moe_tp": par.moe_tp, "moe_ep": par.moe_ep, "attention_dp": dp}
+    if rows is None:  # no measured table on this system: the roofline (docs/timing_model.md)
+        dtype = EXPERT_DTYPES.get(fmt)
+        if dtype is None:
+            raise profile_error(SOURCE, f"no expert format {fmt!r} for {model.name}")
+        n = TOKEN_COUNTS
+        t = model_roofline_ms(device, dtype, model, par, n * dp)
+        prov.update(moe_dtype=dtype, distribution="balanced", rule="roofline (no moe_perf table)")
+        parts["moe_experts"] = (n, t)
+    else:
+        versions["moe"] = f"{backend}/{version}"
+        files.append(path)
+        where = f"{system.name} {backend}/{version} {MOE_TABLE}"
+        n, t, shape_prov = expert_curve(rows, device, model, par, fmt, routing, where)
+        prov.update(shape_prov)
+        parts["moe_experts"] = (TOKEN_COUNTS, tokens_curve(n, t, TOKEN_COUNTS, dp))
+    # router: bf16 gate GEMM, replicated on every rank
+    _, gemm_path = newest_table(system, "gemm", backend, "gemm_perf.parquet")
+    bf16 = gemm_table(gemm_path, GEMM_DTYPES["bf16"], envelope=envelope)
+    router = _gemm_ops(bf16, model, tp, {"moe_router": (x.num_experts, model.embedding_dim)})
+    parts.update(router)
+    if x.num_shared_experts:
+        hs = -(-x.num_shared_experts * x.shared_expert_dim // tp)
+        e = model.embedding_dim
+        sh = _gemm_ops(table, model, tp, {"up": (2 * hs, e), "down": (e, hs)})
+        n_up, t_up = sh["up"]
+        n_dn, t_dn = sh["down"]
+        act = (3 * hs * BF16_BYTES * TOKEN_COUNTS) / mem_bps * 1e3 + mem_const_ms
+        t_sh = np.interp(TOKEN_COUNTS, n_up, t_up) + np.interp(TOKEN_COUNTS, n_dn, t_dn) + act
+        parts["moe_shared"] = (TOKEN_COUNTS, t_sh)
+    if dp > 1:
+        e = float(model.embedding_dim)
+        for op, coll in (("moe_dispatch", "all_gather"), ("moe_combine", "reduce_scatter")):
+            v, xp, fp = nccl_curve(system, coll, dp)
+            versions[f"nccl_{coll}"] = v
+            parts[op] = (TOKEN_COUNTS, interp_loglog(TOKEN_COUNTS * dp * e, xp, fp, 1.0))
+            prov[op] = f"nccl {coll} over {dp} GPUs"
+    return prov
+
+
 # ---- assembly ----
 
 
@@ -365,11 +474,21 @@ def load(
     precision: str = "bf16",
     kv_cache_dtype: str = "bf16",
     kernel_envelope: bool = True,
+    moe_ep: int = 1,
+    attention_dp: int = 1,
+    moe_routing: str = "power_law_1.2",
 ) -> OperatorSamples:
     """Samples for one model/device/node/TP/PP from the aiconfigurator database.
 
     kernel_envelope: use the fastest-kernel envelope of the GEMM table (_aic_gemm) and of the
-    all-reduce curve (allreduce_curve)."""
+    all-reduce curve (allreduce_curve). moe_ep, attention_dp, moe_routing: the expert split and
+    routing skew of a MoE model (_aic_moe; ignored for dense models)."""
+    if model.mla is not None:
+        raise profile_error(
+            SOURCE,
+            f"{model.name} uses multi-head latent attention (kv_lora_rank="
+            f"{model.mla.kv_lora_rank}); MLA timing is not modelled yet",
+        )
     system = system_for(device, profile_dir)
     if backend not in BACKENDS:
         raise profile_error(SOURCE, f"unknown backend {backend!r}; available: {join(BACKENDS)}")
@@ -388,6 +507,12 @@ def load(
     mem_const_ms = system.gpu("mem_empirical_constant_latency") * 1e3
     parts = _gemm_ops(table, model, tp)
     parts.update(memory_bound_token_ops(model, tp, TOKEN_COUNTS, mem_bps, mem_const_ms, kvb))
+    moe_prov = {}
+    if model.moe is not None:
+        moe_prov = _moe_ops(
+            parts, system, backend, device, model, tp, attention_dp, moe_ep, moe_routing,
+            precision, table, mem_bps, mem_const_ms, kernel_envelope, versions, files,
+        )  # fmt: skip
     token_ops = token_ops_frame(parts)
 
     # attention
@@ -411,7 +536,22 @@ def load(
         kv_read_floor_ms(kv, chunk, q, kvh, d, mem_bps, mem_const_ms, kvb),
         single_decode_floor_ms(decode, kv, chunk),
     )
-    prefill = frame(PREFILL_COLUMNS, kv, chunk, derive_prefill(isl, t_full, kv, chunk, floor))
+    t_pre = derive_prefill(isl, t_full, kv, chunk, floor)
+    window = sliding_window_share(model)
+    if window is not None:  # mean layer of full and sliding-window attention
+        w, share = window
+        kv_w = np.minimum(kv, w)
+        floor_w = np.maximum(
+            kv_read_floor_ms(kv_w, chunk, q, kvh, d, mem_bps, mem_const_ms, kvb),
+            single_decode_floor_ms(decode, kv_w, np.minimum(chunk, w)),
+        )
+        t_win = interp_loglog(
+            equivalent_chunk_pairs(window_pairs(kv, chunk, w)), isl, t_full, above_exponent=2.0
+        )
+        t_win = np.where(kv > 0, np.maximum(t_win, floor_w), t_win)
+        t_pre = (1 - share) * t_pre + share * t_win
+        decode = window_decode(decode, w, share)
+    prefill = frame(PREFILL_COLUMNS, kv, chunk, t_pre)
 
     # collectives
     e = model.embedding_dim
@@ -454,6 +594,11 @@ def load(
         "send_recv_link": ("inter_node" if inter_node else "intra_node") if pp > 1 else None,
         "max_tokens": MAX_TOKENS,
     }
+    if model.moe is not None:
+        provenance["moe"] = moe_prov
+        provenance["layer_weights"] = layer_weights(model)
+    if window is not None:
+        provenance["sliding_window"] = {"window": window[0], "layer_share": window[1]}
     return OperatorSamples(SOURCE, token_ops, decode, prefill, all_reduce, send_recv, provenance)
 
 
