@@ -92,7 +92,12 @@ def peak_flops(device: DeviceSpec, dtype: str) -> float:
 
 
 def expert_roofline_ms(
-    device: DeviceSpec, dtype: str, tokens, hidden: int, local_inter: float, pairs_per_token: float,
+    device: DeviceSpec,
+    dtype: str,
+    tokens,
+    hidden: int,
+    local_inter: float,
+    pairs_per_token: float,
     local_experts: float,
 ) -> np.ndarray:
     """max(FLOPs / peak, bytes / HBM) of one GPU's fused expert kernel at `tokens` tokens:

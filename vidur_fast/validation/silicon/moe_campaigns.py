@@ -1,0 +1,49 @@
+"""What the MoE campaigns of the silicon corpus ran (the MoE counterpart of campaigns.py).
+
+The gpt-oss-120b, MiniMax-M2.5 and Kimi-K2.5 rows on H100 / H200 come from the public
+InferenceMAX / InferenceX sweep (the same `source_file=<date>.csv; model=...` records and
+isl/osl grid 1024/1024, 1024/8192, 8192/1024 as its Llama-70B rows, `vllm/vllm-openai`
+images 0.16-0.18) or from a dump of the same sweep's database (`db-dump/...; config_id=...`,
+same grid and images). What its published scripts state: the shared client
+(`benchmark_serving.py --dataset-name random --random-range-ratio 0.8 --num-prompts
+10*CONC --max-concurrency CONC --ignore-eos`); the gpt-oss servers run `vllm serve` with
+`no-enable-prefix-caching`, `max-num-batched-tokens 8192` and `--max-num-seqs CONC`, no
+KV-cache dtype flag (so the model's bf16 cache) and no `--async-scheduling` flag, which vLLM
+turns on by default from 0.12 on, so a step's host work overlaps the GPU step (host terms 0,
+as for the campaign facts of the Llama-70B rows). Nothing here is fitted to the measurements.
+"""
+
+import re
+
+from vidur_fast.validation.silicon.campaigns import Campaign
+from vidur_fast.validation.silicon.sample import SiliconRow, is_moe
+
+MOE_CAMPAIGNS: tuple[Campaign, ...] = (
+    Campaign(
+        name="inferencex-moe",
+        pattern=(
+            r"(source_file=\d{4}-\d{2}-\d{2}\.csv; model=(GPT-OSS|MiniMax|Kimi)|"
+            r"db-dump/\d{4}-\d{2}-\d{2}; config_id=.*vllm/vllm-openai)"
+        ),
+        description=(
+            "public InferenceMAX/InferenceX sweep of MoE models (vllm/vllm-openai 0.16-0.18, "
+            "async scheduling on by default, no prefix caching, bf16 KV cache); client "
+            "benchmark_serving.py --random-range-ratio 0.8 --num-prompts 10*CONC"
+        ),
+        length_range_ratio=0.8,
+        requests_per_client=10,
+        prefix_caching=False,
+        prompts_repeat=False,
+        host_overlap=True,
+    ),
+)
+
+
+def moe_campaign_for(row: SiliconRow) -> Campaign | None:
+    """The MoE campaign of a MoE row (None for dense rows and unrecognised campaigns)."""
+    if not is_moe(row.bench.model):
+        return None
+    for c in MOE_CAMPAIGNS:
+        if re.search(c.pattern, row.source):
+            return c
+    return None
