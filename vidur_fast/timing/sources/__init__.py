@@ -51,11 +51,12 @@ def load_samples(
     _check_source(source)
     if tp < 1 or pp < 1:
         raise profile_error(source, f"tp and pp must be >= 1 (got tp={tp}, pp={pp})")
-    if source != "aiconfigurator" and not model.is_dense:
+    if source == "vidur" and not model.is_dense:
         raise profile_error(
             source,
             beyond_dense_message(
-                model, "timed from the aiconfigurator source only (predictor.source=aiconfigurator)"
+                model,
+                "not in Vidur's profiles (predictor.source=aiconfigurator or roofline models it)",
             ),
         )
     if source == "vidur":
@@ -72,8 +73,9 @@ def load_samples(
             moe_ep=moe_ep, attention_dp=attention_dp, moe_routing=moe_routing,
         )  # fmt: skip
     return roofline.load(
-        model, device, node, tp, pp, precision=precision, kv_cache_dtype=kv_cache_dtype
-    )
+        model, device, node, tp, pp, precision=precision, kv_cache_dtype=kv_cache_dtype,
+        moe_ep=moe_ep, attention_dp=attention_dp, moe_routing=moe_routing,
+    )  # fmt: skip
 
 
 def available(source: str, profile_dir: str | Path | None = None) -> dict:
