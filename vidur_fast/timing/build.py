@@ -74,6 +74,10 @@ def timing_params(model: ModelSpec, tp: int, pp: int, cfg: PredictorConfig) -> T
         kv_rule=KV_RULE_PER_REQUEST if cfg.kv_rule == "per_request" else KV_RULE_SUM,
         tp=tp,
         pp=pp,
+        # MoE layers: expert time grows with every token even in tiny batches, and vLLM
+        # replays CUDA graphs captured at 1, 2, 4, 8, 16, ... tokens; dense GEMMs are flat
+        # there, so dense models keep the round-up-to-8 rule
+        pow2_tokens_below=8 if model.moe is not None else 0,
     )
 
 
