@@ -44,13 +44,14 @@ def test_installed_sample_is_found_and_mapped(rows):
     # MoE rows: kept, with the corpus's expert and attention-DP split
     moe_vllm = [r for r in rows if r.bench.backend == "vllm" and r.bench.mode == "agg"]
     moe = [
-        r for r in rows
-        if "MiniMax" in r.bench.model and r.bench.backend == "vllm" and r.bench.mode == "agg"
+        r for r in moe_vllm
+        if "MiniMax" in r.bench.model and r.bench.device in ("h100_sxm", "h200_sxm")
     ]  # fmt: skip
-    assert moe and not any(r.skipped for r in moe)
     dp4 = [r for r in moe if r.bench.device == "h100_sxm" and r.bench.attention_dp == 4]
-    assert len(dp4) == 15 and all(r.bench.moe_ep == 16 and r.bench.tp == 4 for r in dp4)
-    assert all(r.bench.precision == "fp8_block" for r in moe)  # the checkpoint's format
+    # filed with attention DP 4 x moe_ep 16 (16 GPUs) under ids stating tp4_ep4: not simulated
+    assert len(dp4) == 15 and all("the id states tp4 ep4" in r.skipped for r in dp4)
+    assert not any(r.skipped for r in moe if r not in dp4)
+    assert all(r.bench.precision == "fp8_block" for r in moe if r not in dp4)  # checkpoint
     qwen_moe = [r for r in moe_vllm if "Qwen3-235B" in r.bench.model]
     # attention_dp_size empty: DP implied by moe_tp x moe_ep = tp x dp
     assert {(r.bench.tp, r.bench.attention_dp, r.bench.moe_ep) for r in qwen_moe} == {

@@ -138,6 +138,13 @@ def dense_mlp_params(m: ModelSpec) -> int:
     return (3 if m.use_gated_mlp else 2) * m.embedding_dim * m.mlp_hidden_dim
 
 
+def qk_norm_spans_heads(m: ModelSpec) -> bool:
+    """MiniMax-M2's q/k RMSNorm normalises all heads together (its q_norm weight has heads x
+    head_dim entries), so under TP vLLM all-reduces the variance across the ranks (one small
+    all-reduce for q and one for k per layer); Qwen3-style norms are per head and local."""
+    return m.qk_norm and m.model_type == "minimax_m2"
+
+
 def mlp_kinds(m: ModelSpec) -> tuple[str, ...]:
     return m.mlp_layers or (DENSE,) * m.num_layers
 

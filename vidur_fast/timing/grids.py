@@ -29,7 +29,7 @@ from vidur_fast.timing.fit import (
     is_forest,
     predict,
 )
-from vidur_fast.timing.samples import MOE_TOKEN_OPS
+from vidur_fast.timing.samples import EXTRA_TOKEN_OPS
 
 # Cells per block of 2-D evaluation (bounds temporaries to a few x 32 MB).
 _BLOCK_CELLS = 1 << 22
@@ -200,7 +200,7 @@ def build_grids(
             tok += evaluate_tokens(models[op], n)
         else:
             tok += weights.get(op, 1.0) * evaluate_tokens(models[op], n)
-    for op in MOE_TOKEN_OPS:
+    for op in EXTRA_TOKEN_OPS:
         if op in models:
             tok += (weights or {}).get(op, 1.0) * evaluate_tokens(models[op], n)
     kv_save = evaluate_tokens(models[KV_SAVE], n)

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from vidur_fast.catalog import DeviceSpec, ModelSpec, NodeSpec, get_device, list_devices
-from vidur_fast.catalog.arch import SLIDING, attention_kinds, moe_parallel
+from vidur_fast.catalog.arch import SLIDING, attention_kinds, moe_parallel, qk_norm_spans_heads
 from vidur_fast.errors import ProfileError
 from vidur_fast.timing.samples import OperatorSamples
 from vidur_fast.timing.sources._aic_data import (
@@ -543,6 +543,12 @@ def load(
         moe_prov = _moe_ops(
             parts, system, backend, device, model, tp, attention_dp, moe_ep, moe_routing,
             precision, table, mem_bps, mem_const_ms, kernel_envelope, versions, files,
+        )  # fmt: skip
+    if tp > 1 and qk_norm_spans_heads(model):
+        # two all-reduces of one fp32 variance per token (2 bf16-sized elements)
+        xq, fq, _, _ = allreduce_curve(system, backend, tp, kernel_envelope)
+        parts["attn_qk_norm_allreduce"] = (
+            TOKEN_COUNTS, 2 * interp_loglog(TOKEN_COUNTS * 2.0, xq, fq, above_exponent=1.0)
         )  # fmt: skip
     token_ops = token_ops_frame(parts)
 

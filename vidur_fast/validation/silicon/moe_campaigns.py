@@ -24,10 +24,10 @@ MOE_CAMPAIGNS: tuple[Campaign, ...] = (
         pattern=r"source_file=\d{4}-\d{2}-\d{2}\.csv; model=GPT-OSS-120B; silicon_concurrency=512",
         description="gpt-oss-120b runs at 512 clients filed with the InferenceX sweep",
         held_out=(
-            "512 clients is outside the sweep's published grid (4-64 clients) and these runs' "
-            "server settings are not published (vLLM 0.11.2 or no image recorded; TTFT 20-460 s "
-            "beside a TPOT of 3.6-27 ms, not a closed loop of 512 clients on a server that "
-            "admits 512 sequences)"
+            "512 clients: the only rows of the sweep above 128 clients, recorded with vLLM "
+            "0.11.2 or no image; a TTFT of 20-460 s beside a TPOT of 3.6-27 ms is not a closed "
+            "loop of 512 clients on a server that admits 512 sequences (--max-num-seqs CONC), "
+            "and these runs' server settings are not published"
         ),
     ),
     Campaign(

@@ -146,6 +146,17 @@ def moe_row_settings(path: Path, i: int, rec: dict, model: str, tp: int):
     mep = _int(path, i, "moe_ep_size", rec.get("moe_ep_size")) or 1
     if dp is None:
         dp = (mtp or tp) * mep // tp if ((mtp or tp) * mep) % tp == 0 else 1
+    stated = re.search(r"_tp(\d+)(?:_0)?_ep(\d+)(?:_0)?_", _str(rec.get("id")))
+    if stated and (int(stated.group(1)), int(stated.group(2))) != (tp, mep):
+        # InferenceX rows filed with attention DP: the id (the sweep's own label) states
+        # tp{N}_ep{M} on N GPUs while the columns state tp x dp = 16 GPUs; their
+        # measurements repeat the same sweep's rows filed without DP
+        why = (
+            f"the id states tp{stated.group(1)} ep{stated.group(2)}, the columns tp_size {tp} "
+            f"x attention_dp_size {dp} with moe_ep_size {mep}: the GPU count is not recorded "
+            "consistently"
+        )
+        return dp, mep, "", why
     if mtp is not None and mtp * mep != tp * dp:
         return (
             dp,
