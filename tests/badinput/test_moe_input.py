@@ -73,3 +73,13 @@ def test_corpus_row_with_an_inconsistent_split_is_not_simulated():
     dp, ep, _, reason = moe_row_settings(Path("x.csv"), 0, rec, "Qwen/Qwen3-235B-A22B-FP8", 4)
     assert (dp, ep) == (2, 2)
     assert "moe_tp_size x moe_ep_size = 1 x 2 is not tp_size x attention_dp_size = 4 x 2" in reason
+
+
+def test_moe_kernel_not_measured_is_one_line(tmp_path, capsys):
+    small = FAST_TIMING_ARGS[2:]  # small grids, the default (aiconfigurator) source
+    argv = ["--output.dir", str(tmp_path / "run"), "--quiet", "--cluster.model",
+            "openai/gpt-oss-120b", "--cluster.device", "h100", "--cluster.tp", "2",
+            "--predictor.moe-kernel", "cutlass-nope", *small, *WL]  # fmt: skip
+    code, lines = run_cli(argv, capsys)
+    assert_one_error(code, lines, "no w4a16_mxfp4 MoE kernel named like 'cutlass-nope'")
+    assert "marlin" in lines[0]  # the kernels it has

@@ -25,6 +25,7 @@ def moe_lines(model: ModelSpec, device, node, tp: int, pp: int, cfg, allreduce_m
         backend=cfg.backend, precision=cfg.precision, kv_cache_dtype=cfg.kv_cache_dtype,
         kernel_envelope=cfg.kernel_envelope, moe_ep=cfg.moe_ep,
         attention_dp=cfg.attention_dp, moe_routing=cfg.moe_routing,
+        **({"moe_kernel": cfg.moe_kernel} if cfg.source == "aiconfigurator" else {}),
     )  # fmt: skip
     p = s.provenance.get("moe", {})
     x = model.moe
@@ -39,7 +40,9 @@ def moe_lines(model: ModelSpec, device, node, tp: int, pp: int, cfg, allreduce_m
         f"width {x.expert_dim}; tp {tp} x attention_dp {p.get('attention_dp', 1)} = moe_tp "
         f"{p.get('moe_tp')} x moe_ep {p.get('moe_ep')}",
         f"experts: {p.get('moe_dtype')} fused MoE kernel, routing {p.get('distribution')}, "
-        f"{match} (tables {s.provenance.get('versions', {}).get('moe', 'none')})",
+        f"{match} (tables {s.provenance.get('versions', {}).get('moe', 'none')}"
+        + (f", kernel {', '.join(p['kernel'])}" if p.get("kernel") else "")
+        + ")",
     ]
     dp = p.get("attention_dp", 1)
     if dp > 1:

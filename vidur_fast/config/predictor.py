@@ -40,6 +40,11 @@ class PredictorConfig:
     moe_routing: Literal["power_law_1.2", "power_law_1.01", "balanced"] = "power_law_1.2"
     """Routing skew of the measured MoE kernels: tokens per expert drawn from a power law of
     exponent 1.2 (NVIDIA's default when its tables are used), 1.01, or perfectly balanced."""
+    moe_kernel: str = ""
+    """Mixture-of-experts models, aiconfigurator source: use the measured MoE kernel whose
+    name contains this text (e.g. "marlin", what vLLM runs with VLLM_MXFP4_USE_MARLIN=1),
+    at the nearest measured shape if that kernel was measured at another; "" = the fastest
+    kernel measured at the model's shape."""
     regressor: Literal["random_forest", "polynomial"] = "random_forest"
     """Per-operator model: random forest (default) or polynomial least squares."""
     n_estimators: int = 100

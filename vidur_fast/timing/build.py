@@ -138,7 +138,10 @@ def _moe_args(model: ModelSpec, cfg: PredictorConfig) -> dict:
     """The MoE settings a source needs (none for a dense model, so its inputs are unchanged)."""
     if model.moe is None:
         return {}
-    return dict(moe_ep=cfg.moe_ep, attention_dp=cfg.attention_dp, moe_routing=cfg.moe_routing)
+    out = dict(moe_ep=cfg.moe_ep, attention_dp=cfg.attention_dp, moe_routing=cfg.moe_routing)
+    if cfg.moe_kernel and cfg.source == "aiconfigurator":
+        out["moe_kernel"] = cfg.moe_kernel
+    return out
 
 
 def _from_memo(

@@ -78,7 +78,7 @@ def input_fingerprint(
         "versions": {p: _version(p) for p in ("aiconfigurator-core", "vidur-fast", "pandas")},
     }
     if model.moe is not None:  # dense inputs keep their fingerprint
-        head["moe"] = [cfg.moe_ep, cfg.attention_dp, cfg.moe_routing]
+        head["moe"] = [cfg.moe_ep, cfg.attention_dp, cfg.moe_routing, cfg.moe_kernel]
     text = json.dumps(head, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 

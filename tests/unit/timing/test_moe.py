@@ -108,3 +108,16 @@ def test_dp_rank_share_of_a_closed_loop():
                  "agg", 0, 100.0, 10.0), ValidateConfig(csv="")
     )  # fmt: skip
     assert dense.workload.concurrency == 5 and dense.predictor.attention_dp == 1
+
+
+def test_kernel_preference_takes_that_kernels_nearest_shape():
+    # gpt-oss's shape is measured with the Triton MXFP4 kernel only; Marlin at another shape
+    n, t, prov = _curve("openai/gpt-oss-120b", "h200", 4, 1, 1, "mxfp4")
+    m = get_model("openai/gpt-oss-120b")
+    dev = get_device("h200")
+    _, _, rows = moe_rows(get_system(dev.aiconfigurator_system), "vllm")
+    nm, tm, pm = expert_curve(
+        rows, dev, m, moe_parallel(m, 4, 1, 1), "mxfp4", "power_law_1.2", "t", kernel="marlin"
+    )
+    assert prov["exact"] and not pm["exact"] and "marlin" in pm["kernel"][0]
+    assert tm[nm == 8192][0] > 1.5 * t[n == 8192][0]  # Marlin: slower at prefill sizes

@@ -37,6 +37,7 @@ def load_samples(
     moe_ep: int = 1,
     attention_dp: int = 1,
     moe_routing: str = "power_law_1.2",
+    moe_kernel: str = "",
 ) -> OperatorSamples:
     """Operator samples of `model` on `device` in `node` at the given TP and PP.
 
@@ -71,6 +72,7 @@ def load_samples(
             profile_dir=profile_dir, backend=backend, precision=precision,
             kv_cache_dtype=kv_cache_dtype, kernel_envelope=kernel_envelope,
             moe_ep=moe_ep, attention_dp=attention_dp, moe_routing=moe_routing,
+            moe_kernel=moe_kernel,
         )  # fmt: skip
     return roofline.load(
         model, device, node, tp, pp, precision=precision, kv_cache_dtype=kv_cache_dtype,

@@ -149,9 +149,11 @@ def expert_curve(
     fmt: str,
     routing: str,
     where: str,
+    kernel: str = "",
 ) -> tuple[np.ndarray, np.ndarray, dict]:
     """(measured token counts, ms, provenance) of the model's fused expert kernel on one GPU:
-    the exact measured shape, else the nearest one scaled by the roofline ratio."""
+    the exact measured shape, else the nearest one scaled by the roofline ratio; kernel: only
+    measured kernels whose name contains it."""
     dtype = EXPERT_DTYPES.get(fmt)
     have = sorted(rows.moe_dtype.unique())
     if dtype is None or dtype not in have:
@@ -167,6 +169,16 @@ def expert_curve(
             f"{where} has no {dtype} MoE rows with distribution {routing}; distributions: "
             f"{join(sorted(rows[rows.moe_dtype == dtype].distribution.unique()))}",
         )
+    if kernel:
+        names = sel.kernel_source.astype(str) if "kernel_source" in sel else None
+        if names is None or not names.str.contains(kernel, regex=False).any():
+            have_k = sorted(set(names)) if names is not None else []
+            raise profile_error(
+                SOURCE,
+                f"{where} has no {dtype} MoE kernel named like {kernel!r} (predictor.moe_kernel);"
+                f" kernels: {join(have_k)}",
+            )
+        sel = sel[names.str.contains(kernel, regex=False)]
     x = model.moe
     want = (model.embedding_dim, x.expert_dim, x.top_k, x.num_experts, par.moe_tp, par.moe_ep)
     combos = sel[list(KEYS)].drop_duplicates()
@@ -196,6 +208,8 @@ def expert_curve(
         "measured_shape": dict(zip(KEYS, best, strict=True)),
         "exact": exact,
     }
+    if kernel:
+        prov["kernel"] = sorted(set(sel[keep].kernel_source.astype(str)))
     if not exact:
         prov["rule"] = "nearest measured shape scaled by the roofline ratio"
     return n, t, prov

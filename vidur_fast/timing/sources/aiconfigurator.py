@@ -417,7 +417,7 @@ def window_decode(decode: pd.DataFrame, w: int, share: float) -> pd.DataFrame:
 
 def _moe_ops(
     parts: dict, system, backend, device, model, tp, dp, ep, routing, precision, table,
-    mem_bps, mem_const_ms, envelope, versions, files,
+    mem_bps, mem_const_ms, envelope, versions, files, kernel="",
 ) -> dict:  # fmt: skip
     """Add the MoE ops (_aic_moe) of one MoE layer to parts; returns their provenance.
 
@@ -439,7 +439,7 @@ def _moe_ops(
         versions["moe"] = f"{backend}/{version}"
         files.append(path)
         where = f"{system.name} {backend}/{version} {MOE_TABLE}"
-        n, t, shape_prov = expert_curve(rows, device, model, par, fmt, routing, where)
+        n, t, shape_prov = expert_curve(rows, device, model, par, fmt, routing, where, kernel)
         prov.update(shape_prov)
         parts["moe_experts"] = (TOKEN_COUNTS, tokens_curve(n, t, TOKEN_COUNTS, dp))
     # router: bf16 gate GEMM, replicated on every rank
@@ -505,6 +505,7 @@ def load(
     moe_ep: int = 1,
     attention_dp: int = 1,
     moe_routing: str = "power_law_1.2",
+    moe_kernel: str = "",
 ) -> OperatorSamples:
     """Samples for one model/device/node/TP/PP from the aiconfigurator database.
 
@@ -542,7 +543,7 @@ def load(
     if model.moe is not None:
         moe_prov = _moe_ops(
             parts, system, backend, device, model, tp, attention_dp, moe_ep, moe_routing,
-            precision, table, mem_bps, mem_const_ms, kernel_envelope, versions, files,
+            precision, table, mem_bps, mem_const_ms, kernel_envelope, versions, files, moe_kernel,
         )  # fmt: skip
     if tp > 1 and qk_norm_spans_heads(model):
         # two all-reduces of one fp32 variance per token (2 bf16-sized elements)

@@ -14,9 +14,18 @@ as for the campaign facts of the Llama-70B rows). Nothing here is fitted to the 
 """
 
 import re
+from dataclasses import dataclass
 
 from vidur_fast.validation.silicon.campaigns import Campaign
 from vidur_fast.validation.silicon.sample import SiliconRow, is_moe
+
+
+@dataclass(frozen=True)
+class MoECampaign(Campaign):
+    moe_kernel: str = ""
+    """The MoE kernel family the campaign's servers ran (predictor.moe_kernel; "" = the
+    fastest measured)."""
+
 
 MOE_CAMPAIGNS: tuple[Campaign, ...] = (
     Campaign(
@@ -29,6 +38,22 @@ MOE_CAMPAIGNS: tuple[Campaign, ...] = (
             "loop of 512 clients on a server that admits 512 sequences (--max-num-seqs CONC), "
             "and these runs' server settings are not published"
         ),
+    ),
+    MoECampaign(
+        name="inferencex-gpt-oss",
+        pattern=(r"source_file=\d{4}-\d{2}-\d{2}\.csv; model=GPT-OSS"),
+        description=(
+            "public InferenceMAX/InferenceX sweep, gpt-oss-120b (vllm/vllm-openai 0.18, "
+            "VLLM_MXFP4_USE_MARLIN=1, async scheduling on by default, no prefix caching, bf16 "
+            "KV cache); client benchmark_serving.py --random-range-ratio 0.8 --num-prompts "
+            "10*CONC"
+        ),
+        length_range_ratio=0.8,
+        requests_per_client=10,
+        prefix_caching=False,
+        prompts_repeat=False,
+        host_overlap=True,
+        moe_kernel="marlin",
     ),
     Campaign(
         name="inferencex-moe",

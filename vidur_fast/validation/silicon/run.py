@@ -144,6 +144,8 @@ def _simulate(
         cfg = row_config(b, sim_cfg)
         if camp is not None and camp.kv_cache_dtype:
             cfg = replace(cfg, predictor=replace(cfg.predictor, kv_cache_dtype=camp.kv_cache_dtype))
+        if camp is not None and getattr(camp, "moe_kernel", ""):
+            cfg = replace(cfg, predictor=replace(cfg.predictor, moe_kernel=camp.moe_kernel))
         if camp is not None and camp.host_overlap:
             host0 = replace(cfg.predictor, cpu_overhead_ms=0.0, cpu_overhead_per_seq_ms=0.0)
             cfg = replace(cfg, predictor=host0)
