@@ -260,10 +260,14 @@ def _moe_parts(parts, rf, model, device, node, tp, dp, ep, precision) -> dict:
         half = allreduce_ms(node, dp, gathered) / 2
         parts["moe_dispatch"] = (n, half)
         parts["moe_combine"] = (n, half)
-    return {
+    prov = {
         "moe_tp": par.moe_tp, "moe_ep": par.moe_ep, "attention_dp": dp, "moe_dtype": dtype,
         "distribution": "balanced", "rule": "roofline",
     }  # fmt: skip
+    if dp > 1:
+        prov["moe_dispatch"] = f"ring all-gather over {dp} GPUs (roofline)"
+        prov["moe_combine"] = f"ring reduce-scatter over {dp} GPUs (roofline)"
+    return prov
 
 
 def available() -> dict:
