@@ -25,6 +25,8 @@ class MoECampaign(Campaign):
     moe_kernel: str = ""
     """The MoE kernel family the campaign's servers ran (predictor.moe_kernel; "" = the
     fastest measured)."""
+    systems: tuple[str, ...] = ()
+    """Only rows of these systems (() = all)."""
 
 
 MOE_CAMPAIGNS: tuple[Campaign, ...] = (
@@ -40,7 +42,7 @@ MOE_CAMPAIGNS: tuple[Campaign, ...] = (
         ),
     ),
     MoECampaign(
-        name="inferencex-gpt-oss",
+        name="inferencex-gpt-oss-hopper",
         pattern=(r"source_file=\d{4}-\d{2}-\d{2}\.csv; model=GPT-OSS"),
         description=(
             "public InferenceMAX/InferenceX sweep, gpt-oss-120b (vllm/vllm-openai 0.18, "
@@ -54,6 +56,7 @@ MOE_CAMPAIGNS: tuple[Campaign, ...] = (
         prompts_repeat=False,
         host_overlap=True,
         moe_kernel="marlin",
+        systems=("h100_sxm", "h200_sxm"),  # vLLM refuses the Marlin MXFP4 path on Blackwell
     ),
     Campaign(
         name="inferencex-moe",
@@ -80,6 +83,8 @@ def moe_campaign_for(row: SiliconRow) -> Campaign | None:
     if not is_moe(row.bench.model):
         return None
     for c in MOE_CAMPAIGNS:
+        if getattr(c, "systems", ()) and row.bench.device not in c.systems:
+            continue
         if re.search(c.pattern, row.source):
             return c
     return None
