@@ -83,3 +83,21 @@ def test_moe_kernel_not_measured_is_one_line(tmp_path, capsys):
     code, lines = run_cli(argv, capsys)
     assert_one_error(code, lines, "no w4a16_mxfp4 MoE kernel named like 'cutlass-nope'")
     assert "marlin" in lines[0]  # the kernels it has
+
+
+def test_mla_shape_the_tables_lack(tmp_path, capsys):
+    entry = json.loads(
+        (
+            Path(__file__).parents[2] / "profiles/hf_configs/deepseek-ai__DeepSeek-V3.json"
+        ).read_text()
+    )
+    cfg = dict(entry["config"])
+    cfg["kv_lora_rank"] = 256
+    path = tmp_path / "q" / "config.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(cfg))
+    small = FAST_TIMING_ARGS[2:]
+    argv = ["--output.dir", str(tmp_path / "run"), "--quiet", "--cluster.model", str(path),
+            "--cluster.device", "h200", "--cluster.tp", "8", *small, *WL]  # fmt: skip
+    code, lines = run_cli(argv, capsys)
+    assert_one_error(code, lines, "kv_lora_rank=256 (measured 512)")

@@ -1,8 +1,8 @@
-"""Models the timing does not cover yet (multi-head latent attention) are refused with one line
-naming the feature and the config field, exit code 2 — never simulated with another attention.
-Mixture-of-experts and sliding-window models are timed (aiconfigurator tables or the
-roofline) and simulated. A config.json field the simulator cannot read is refused the same
-way."""
+"""Mixture-of-experts and sliding-window models are timed (aiconfigurator tables or the
+roofline) and simulated; multi-head latent attention is timed from aiconfigurator's MLA module
+tables only, so a source without them refuses an MLA model with one line naming the feature
+and the config field, exit code 2 — never simulated with another attention. A config.json
+field the simulator cannot read is refused the same way."""
 
 import json
 import subprocess
@@ -96,11 +96,11 @@ def _run(argv: list[str], capsys) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
-def _one_line(code: int, err: str, *needles: str) -> str:
+def _one_line(code: int, err: str, *needles: str, prefix: str = "error: cluster.model: ") -> str:
     lines = [x for x in err.splitlines() if x.strip()]
     assert code == 2, err
     assert len(lines) == 1, err
-    assert lines[0].startswith("error: cluster.model: "), err
+    assert lines[0].startswith(prefix), err
     for needle in needles:
         assert needle in lines[0], lines[0]
     assert "Traceback" not in err
@@ -115,18 +115,13 @@ def dirs(tmp_path, monkeypatch):
     return inputs, tmp_path / "out"
 
 
+ROOFLINE = "error: predictor.source=roofline: "
 REFUSED = [
     (
         "mla_config",
         lambda d: _config(d, MLA_DENSE),
-        ("multi-head latent attention", "kv_lora_rank=512", "MLA timing is not modelled yet"),
+        ("multi-head latent attention", "kv_lora_rank=512", "MLA is timed from aiconfigurator"),
     ),
-    (
-        "embedded_deepseek",
-        lambda d: "deepseek-ai/DeepSeek-V3",
-        ("kv_lora_rank=512", "MLA timing is not modelled yet"),
-    ),
-    ("embedded_kimi_text_config", lambda d: "moonshotai/Kimi-K2.5", ("kv_lora_rank=512",)),
 ]
 
 # MoE and sliding-window models are simulated (here with the roofline timing)
@@ -202,7 +197,7 @@ def test_simulate_refuses_unmodelled_model(case, dirs, capsys):
     inputs, out_root = dirs
     _, model, needles = case
     argv = ["--output.dir", str(out_root / "run"), *FAST, "--cluster.model", model(inputs)]
-    _one_line(*_run(argv, capsys), *needles)
+    _one_line(*_run(argv, capsys), *needles, prefix=ROOFLINE)
     assert not out_root.exists()
 
 
@@ -241,7 +236,7 @@ def test_dense_config_json_still_runs(dirs, capsys):
 def test_profiles_build_refuses_too(dirs, capsys):
     inputs, _ = dirs
     argv = ["profiles", "build", "--cluster.model", _config(inputs, MLA_DENSE), *FAST[1:]]
-    _one_line(*_run(argv, capsys), "multi-head latent attention")
+    _one_line(*_run(argv, capsys), "multi-head latent attention", prefix=ROOFLINE)
 
 
 def test_sweep_records_the_refusal_per_point(tmp_path):
@@ -257,7 +252,7 @@ def test_sweep_records_the_refusal_per_point(tmp_path):
     assert (t["status"] == "error").all()
     assert (
         t["error"]
-        .str.contains("(kv_lora_rank=512); MLA timing is not modelled yet", regex=False)
+        .str.contains("(kv_lora_rank=512); MLA is timed from aiconfigurator", regex=False)
         .all()
     )
 
@@ -271,15 +266,15 @@ def test_refusal_in_a_subprocess(dirs):
         text=True,
         timeout=300,
     )  # fmt: skip
-    _one_line(res.returncode, res.stderr, "kv_lora_rank=512")
+    _one_line(res.returncode, res.stderr, "kv_lora_rank=512", prefix=ROOFLINE)
     assert res.stdout == ""
 
 
-def test_validate_lists_mla_rows_as_not_simulated_and_runs_moe_rows(tmp_path, capsys):
+def test_validate_lists_mla_rows_without_mla_tables_and_runs_moe_rows(tmp_path, capsys):
     p = tmp_path / "rows.csv"
     p.write_text(
         "model,device,tp,concurrency,isl,osl,ttft_ms,tpot_ms\n"
-        "deepseek-ai/DeepSeek-V3,h100,8,8,1024,128,90,8\n"
+        "deepseek-ai/DeepSeek-V3,h200,8,8,1024,128,90,8\n"
         "Qwen/Qwen3-30B-A3B,h100,1,2,256,16,90,8\n"
     )
     argv = ["validate", str(p), *FAST_TIMING_ARGS, "--predictor.regressor", "polynomial"]
@@ -288,4 +283,4 @@ def test_validate_lists_mla_rows_as_not_simulated_and_runs_moe_rows(tmp_path, ca
     out = capsys.readouterr().out
     lines = [x for x in out.splitlines() if x.startswith("not simulated")]
     assert len(lines) == 1, out
-    assert "kv_lora_rank=512); MLA timing is not modelled yet" in lines[0]
+    assert "kv_lora_rank=512); MLA is timed from aiconfigurator" in lines[0]

@@ -121,3 +121,21 @@ def test_kernel_preference_takes_that_kernels_nearest_shape():
     )
     assert prov["exact"] and not pm["exact"] and "marlin" in pm["kernel"][0]
     assert tm[nm == 8192][0] > 1.5 * t[n == 8192][0]  # Marlin: slower at prefill sizes
+
+
+def test_mla_module_tables_time_kimi():
+    from vidur_fast.catalog import default_node_for, get_node
+    from vidur_fast.timing.sources import load_samples
+
+    m = get_model("moonshotai/Kimi-K2.5")
+    s = load_samples(
+        "aiconfigurator", m, get_device("h200"), get_node(default_node_for("h200")), 8, 1
+    )
+    assert s.provenance["mla"]["local_heads"] == 8
+    ops = set(s.token_ops.op.unique())
+    assert "attn_pre_proj" not in ops and "attn_post_proj" not in ops  # inside the module
+    assert {"moe_experts", "moe_router", "moe_shared"} <= ops
+    dec = s.decode.set_index(["batch_size", "kv_len"]).time_ms
+    assert dec[(8, 8192)] > dec[(8, 1024)] > 0
+    pre = s.prefill.set_index(["kv_len", "chunk"]).time_ms
+    assert pre[(0, 8192)] > pre[(0, 1024)] > 0

@@ -37,6 +37,7 @@ from vidur_fast.timing.sources._aic_gemm import (
     gemm_table,
     interpolate_gemm,
 )
+from vidur_fast.timing.sources._aic_mla import mla_attention
 from vidur_fast.timing.sources._aic_moe import (
     EXPERT_DTYPES,
     MOE_TABLE,
@@ -512,12 +513,6 @@ def load(
     kernel_envelope: use the fastest-kernel envelope of the GEMM table (_aic_gemm) and of the
     all-reduce curve (allreduce_curve). moe_ep, attention_dp, moe_routing: the expert split and
     routing skew of a MoE model (_aic_moe; ignored for dense models)."""
-    if model.mla is not None:
-        raise profile_error(
-            SOURCE,
-            f"{model.name} uses multi-head latent attention (kv_lora_rank="
-            f"{model.mla.kv_lora_rank}); MLA timing is not modelled yet",
-        )
     system = system_for(device, profile_dir)
     if backend not in BACKENDS:
         raise profile_error(SOURCE, f"unknown backend {backend!r}; available: {join(BACKENDS)}")
@@ -554,42 +549,54 @@ def load(
     token_ops = token_ops_frame(parts)
 
     # attention
-    q, kvh, d = model.q_heads_per_worker(tp), model.kv_heads_per_worker(tp), model.head_dim
-    versions["attention"], ctx_path = newest_table(
-        system, "attention", backend, "context_attention_perf.parquet"
-    )
-    gen_path = ctx_path.with_name("generation_attention_perf.parquet")
-    if not gen_path.is_file():
-        raise profile_error(SOURCE, f"missing {gen_path}")
-    files += [ctx_path, gen_path]
-    ctx_rows = attention_rows(ctx_path, context=True, kv_cache_dtype=kv_cache_dtype)
-    ctx_match = match_heads(ctx_rows, q, kvh, d)
-    isl, t_full = full_prefill_curve(ctx_rows, ctx_match)
-    kv, chunk = np.meshgrid(PREFILL_KV, np.union1d(PREFILL_CHUNKS, isl), indexing="ij")
-    kv, chunk = kv.ravel(), chunk.ravel()
-    gen_rows = attention_rows(gen_path, context=False, kv_cache_dtype=kv_cache_dtype)
-    gen_match = match_heads(gen_rows, q, kvh, d)
-    decode, filled = decode_samples(gen_rows, gen_match)
-    floor = np.maximum(
-        kv_read_floor_ms(kv, chunk, q, kvh, d, mem_bps, mem_const_ms, kvb),
-        single_decode_floor_ms(decode, kv, chunk),
-    )
-    t_pre = derive_prefill(isl, t_full, kv, chunk, floor)
     window = sliding_window_share(model)
-    if window is not None:  # mean layer of full and sliding-window attention
-        w, share = window
-        kv_w = np.minimum(kv, w)
-        floor_w = np.maximum(
-            kv_read_floor_ms(kv_w, chunk, q, kvh, d, mem_bps, mem_const_ms, kvb),
-            single_decode_floor_ms(decode, kv_w, np.minimum(chunk, w)),
+    mla_prov = None
+    if model.mla is not None:  # the measured MLA module replaces projections and attention
+        prefill, decode, mla_prov, mla_files = mla_attention(
+            system, backend, model, tp, precision, kv_cache_dtype
         )
-        t_win = interp_loglog(
-            equivalent_chunk_pairs(window_pairs(kv, chunk, w)), isl, t_full, above_exponent=2.0
+        files += mla_files
+        versions["mla"] = mla_prov["tables"]
+        for op in ("attn_pre_proj", "attn_post_proj", "attn_rope", "attn_kv_cache_save"):
+            parts.pop(op, None)
+        token_ops = token_ops_frame(parts)
+    else:
+        q, kvh, d = model.q_heads_per_worker(tp), model.kv_heads_per_worker(tp), model.head_dim
+        versions["attention"], ctx_path = newest_table(
+            system, "attention", backend, "context_attention_perf.parquet"
         )
-        t_win = np.where(kv > 0, np.maximum(t_win, floor_w), t_win)
-        t_pre = (1 - share) * t_pre + share * t_win
-        decode = window_decode(decode, w, share)
-    prefill = frame(PREFILL_COLUMNS, kv, chunk, t_pre)
+        gen_path = ctx_path.with_name("generation_attention_perf.parquet")
+        if not gen_path.is_file():
+            raise profile_error(SOURCE, f"missing {gen_path}")
+        files += [ctx_path, gen_path]
+        ctx_rows = attention_rows(ctx_path, context=True, kv_cache_dtype=kv_cache_dtype)
+        ctx_match = match_heads(ctx_rows, q, kvh, d)
+        isl, t_full = full_prefill_curve(ctx_rows, ctx_match)
+        kv, chunk = np.meshgrid(PREFILL_KV, np.union1d(PREFILL_CHUNKS, isl), indexing="ij")
+        kv, chunk = kv.ravel(), chunk.ravel()
+        gen_rows = attention_rows(gen_path, context=False, kv_cache_dtype=kv_cache_dtype)
+        gen_match = match_heads(gen_rows, q, kvh, d)
+        decode, filled = decode_samples(gen_rows, gen_match)
+        floor = np.maximum(
+            kv_read_floor_ms(kv, chunk, q, kvh, d, mem_bps, mem_const_ms, kvb),
+            single_decode_floor_ms(decode, kv, chunk),
+        )
+        t_pre = derive_prefill(isl, t_full, kv, chunk, floor)
+        window = sliding_window_share(model)
+        if window is not None:  # mean layer of full and sliding-window attention
+            w, share = window
+            kv_w = np.minimum(kv, w)
+            floor_w = np.maximum(
+                kv_read_floor_ms(kv_w, chunk, q, kvh, d, mem_bps, mem_const_ms, kvb),
+                single_decode_floor_ms(decode, kv_w, np.minimum(chunk, w)),
+            )
+            t_win = interp_loglog(
+                equivalent_chunk_pairs(window_pairs(kv, chunk, w)), isl, t_full, above_exponent=2.0
+            )
+            t_win = np.where(kv > 0, np.maximum(t_win, floor_w), t_win)
+            t_pre = (1 - share) * t_pre + share * t_win
+            decode = window_decode(decode, w, share)
+        prefill = frame(PREFILL_COLUMNS, kv, chunk, t_pre)
 
     # collectives
     e = model.embedding_dim
@@ -625,9 +632,9 @@ def load(
         "node": node.name,
         "tp": tp,
         "pp": pp,
-        "prefill_heads": ctx_match.describe(),
-        "decode_heads": gen_match.describe(),
-        "decode_filled_cells": filled,
+        "prefill_heads": ctx_match.describe() if mla_prov is None else "mla module",
+        "decode_heads": gen_match.describe() if mla_prov is None else "mla module",
+        "decode_filled_cells": filled if mla_prov is None else mla_prov["decode_filled_cells"],
         "gemm_measured_max_m": int(table.m[-1]),
         "send_recv_link": ("inter_node" if inter_node else "intra_node") if pp > 1 else None,
         "max_tokens": MAX_TOKENS,
@@ -637,6 +644,8 @@ def load(
         provenance["layer_weights"] = layer_weights(model)
     if block_rule is not None:
         provenance["fp8_block_gemm"] = block_rule
+    if mla_prov is not None:
+        provenance["mla"] = mla_prov
     if window is not None:
         provenance["sliding_window"] = {"window": window[0], "layer_share": window[1]}
     return OperatorSamples(SOURCE, token_ops, decode, prefill, all_reduce, send_recv, provenance)

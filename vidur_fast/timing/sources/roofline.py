@@ -167,7 +167,12 @@ def load(
     attention_dp > 1 a ring all-gather / reduce-scatter of every DP rank's tokens. Sliding
     layers: decode over min(kv, window) cached tokens, prefill over min(kv, window) cached."""
     if model.mla is not None:
-        raise profile_error(SOURCE, f"{model.name}: MLA timing is not modelled yet")
+        raise profile_error(
+            SOURCE,
+            f"{model.name} uses multi-head latent attention (kv_lora_rank="
+            f"{model.mla.kv_lora_rank}); MLA is timed from aiconfigurator's MLA module tables "
+            "only (predictor.source=aiconfigurator)",
+        )
     rf = Roofline.of(device, precision)
     kvb = kv_bytes_of(SOURCE, kv_cache_dtype)
     parts = {

@@ -4,7 +4,8 @@ The gpt-oss-120b, MiniMax-M2.5 and Kimi-K2.5 rows on H100 / H200 come from the p
 InferenceMAX / InferenceX sweep (the same `source_file=<date>.csv; model=...` records and
 isl/osl grid 1024/1024, 1024/8192, 8192/1024 as its Llama-70B rows, `vllm/vllm-openai`
 images 0.16-0.18) or from a dump of the same sweep's database (`db-dump/...; config_id=...`,
-same grid and images). What its published scripts state: the shared client
+same grid and images; the `kimi-k2.5-gap-analysis.csv` rows repeat 15 of its Kimi-K2.5 rows
+value for value). What its published scripts state: the shared client
 (`benchmark_serving.py --dataset-name random --random-range-ratio 0.8 --num-prompts
 10*CONC --max-concurrency CONC --ignore-eos`); the gpt-oss servers run `vllm serve` with
 `no-enable-prefix-caching`, `max-num-batched-tokens 8192` and `--max-num-seqs CONC`, no
@@ -62,7 +63,9 @@ MOE_CAMPAIGNS: tuple[Campaign, ...] = (
         name="inferencex-moe",
         pattern=(
             r"(source_file=\d{4}-\d{2}-\d{2}\.csv; model=(GPT-OSS|MiniMax|Kimi)|"
-            r"db-dump/\d{4}-\d{2}-\d{2}; config_id=.*vllm/vllm-openai)"
+            r"db-dump/\d{4}-\d{2}-\d{2}; config_id=.*vllm/vllm-openai|"
+            # its 15 measurements repeat the sweep's 2026-04-06 Kimi-K2.5 H200 rows exactly
+            r"source_file=kimi-k2\.5-gap-analysis\.csv)"
         ),
         description=(
             "public InferenceMAX/InferenceX sweep of MoE models (vllm/vllm-openai 0.16-0.18, "
