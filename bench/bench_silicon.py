@@ -8,8 +8,12 @@ after `--`), and the table shows, per (model, system, precision), rows, simulate
 TPOT MAPE and signed bias, the rows whose measured throughput exceeds the device (physics
 check) and the largest prefill-GEMM load.
 
-    python bench/bench_silicon.py                       # all 339 rows
+Then the same for the 354 MoE vLLM agg rows on H100 / H200 (gpt-oss-120b, MiniMax-M2.5,
+Qwen3-235B-A22B-FP8, Kimi-K2.5; docs/timing_model.md "MoE layers").
+
+    python bench/bench_silicon.py                       # all 339 dense rows, then the MoE rows
     python bench/bench_silicon.py --max-rows-per-group 6 --out rows.csv
+    python bench/bench_silicon.py --only dense          # or --only moe
     python bench/bench_silicon.py -- --sim.scheduler.max-num-partial-prefills 0
 """
 
@@ -25,6 +29,13 @@ from vidur_fast.validation.silicon.run import (
 
 DENSE_MODELS = ("Qwen/Qwen3-32B", "meta-llama/Llama-3.1-70B", "nvidia/Llama-3.1-8B-Instruct-FP8")
 SYSTEMS = ("h100_sxm", "h200_sxm", "b200_sxm")
+MOE_MODELS = (
+    "openai/gpt-oss-120b",
+    "MiniMaxAI/MiniMax-M2.5",
+    "Qwen/Qwen3-235B-A22B-FP8",
+    "moonshotai/Kimi-K2.5",
+)
+MOE_SYSTEMS = ("h100_sxm", "h200_sxm")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,32 +43,45 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-rows-per-group", type=int, default=0)
     ap.add_argument("--out", default=None, help="per-row CSV")
     ap.add_argument("--rows", action="store_true", help="print the per-row table too")
+    ap.add_argument("--only", choices=("dense", "moe"), default=None, help="one table only")
     args, rest = ap.parse_known_args(argv)
     if rest and rest[0] == "--":
         rest = rest[1:]
     import tyro
 
-    cfg = tyro.cli(
-        SiliconValidateConfig,
-        args=rest,
-        default=SiliconValidateConfig(
-            backend="vllm",
-            mode="agg",
-            model=DENSE_MODELS,
-            system=SYSTEMS,
-            max_rows_per_group=args.max_rows_per_group,
-            out=args.out,
-            quiet=True,
-        ),
-    )
-    # exact model names (the filter itself matches substrings)
     t0 = time.perf_counter()
-    df = simulate_silicon(cfg)
-    df = df[df["model"].isin(DENSE_MODELS)]
-    print(format_groups(df, per_row=args.rows))
+    frames = []
+    for kind, models, systems in (
+        ("dense", DENSE_MODELS, SYSTEMS),
+        ("moe", MOE_MODELS, MOE_SYSTEMS),
+    ):
+        if args.only not in (None, kind):
+            continue
+        cfg = tyro.cli(
+            SiliconValidateConfig,
+            args=rest,
+            default=SiliconValidateConfig(
+                backend="vllm",
+                mode="agg",
+                model=models,
+                system=systems,
+                max_rows_per_group=args.max_rows_per_group,
+                out=None,
+                quiet=True,
+            ),
+        )
+        df = simulate_silicon(cfg)
+        # exact model names (the filter itself matches substrings)
+        df = df[df["model"].isin(models)]
+        if kind == "moe":
+            print("\nMixture-of-experts rows (H100, H200):")
+        print(format_groups(df, per_row=args.rows))
+        frames.append(df)
     print(f"wall {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-    if cfg.out:
-        df.to_csv(cfg.out, index=False)
+    if args.out:
+        import pandas as pd
+
+        pd.concat(frames).to_csv(args.out, index=False)
     return 0
 
 

@@ -48,6 +48,7 @@ class TimingParams(NamedTuple):
     cpu_overhead_per_seq_ms: float = 0.0  # host overhead per request in the batch, per stage
     sampler_ms: float = 0.0  # GPU time per step outside the layers (sampling), last stage
     sampler_per_seq_ms: float = 0.0  # the same per request in the batch
+    pow2_tokens_below: int = 0  # batches of fewer tokens round up to a power of two, not to 8
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -101,6 +102,10 @@ def stage_time_ms_nb(
     """
     c = grids.counters
     t_rounded = ceil_to_nb(n_tokens, 8)
+    if n_tokens < tp_.pow2_tokens_below:  # MoE models: CUDA-graph sizes 1, 2, 4 (then 8, 16..)
+        t_rounded = 1
+        while t_rounded < n_tokens:
+            t_rounded *= 2
     layer = grids.tok_ms[_clamp_nb(c, CLAMP_TOKENS, t_rounded, grids.tok_ms.shape[0])]
     layer += grids.kv_save_ms[_clamp_nb(c, CLAMP_TOKENS, n_tokens, grids.kv_save_ms.shape[0])]
     if tp_.tp > 1:

@@ -211,5 +211,9 @@ def simulate(
         summary["closed_loop"] = closed_loop_summary(req, closed_plan)
     summary["timing_source"] = timing.meta.get("source")
     summary["timing_cache_key"] = timing.meta.get("key")
+    prov = timing.meta.get("provenance") or {}
+    for key in ("moe", "sliding_window"):  # MoE / sliding-window models only
+        if key in prov:  # which measured shape, table and rule timed these layers
+            summary[f"timing_{key}"] = prov[key]
     phases["metrics_s"] = time.perf_counter() - t
     return Result(cfg, summary, req, out.batch_log, replicas, out.hist, timing.meta, phases)

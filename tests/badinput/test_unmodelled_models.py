@@ -1,7 +1,8 @@
-"""Models the timing does not cover yet (mixture-of-experts, multi-head latent attention,
-sliding-window attention) are refused with one line naming the feature and the config field,
-exit code 2 — never simulated as a dense model. A config.json field the simulator cannot read
-is refused the same way."""
+"""Mixture-of-experts and sliding-window models are timed (aiconfigurator tables or the
+roofline) and simulated; multi-head latent attention is timed from aiconfigurator's MLA module
+tables only, so a source without them refuses an MLA model with one line naming the feature
+and the config field, exit code 2 — never simulated with another attention. A config.json
+field the simulator cannot read is refused the same way."""
 
 import json
 import subprocess
@@ -95,11 +96,11 @@ def _run(argv: list[str], capsys) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
-def _one_line(code: int, err: str, *needles: str) -> str:
+def _one_line(code: int, err: str, *needles: str, prefix: str = "error: cluster.model: ") -> str:
     lines = [x for x in err.splitlines() if x.strip()]
     assert code == 2, err
     assert len(lines) == 1, err
-    assert lines[0].startswith("error: cluster.model: "), err
+    assert lines[0].startswith(prefix), err
     for needle in needles:
         assert needle in lines[0], lines[0]
     assert "Traceback" not in err
@@ -114,27 +115,19 @@ def dirs(tmp_path, monkeypatch):
     return inputs, tmp_path / "out"
 
 
+ROOFLINE = "error: predictor.source=roofline: "
 REFUSED = [
-    (
-        "qwen3_moe_config",
-        lambda d: _config(d, QWEN3_MOE),
-        ("mixture-of-experts", "num_experts=128", "MoE timing is not modelled yet"),
-    ),
     (
         "mla_config",
         lambda d: _config(d, MLA_DENSE),
-        ("multi-head latent attention", "kv_lora_rank=512", "MLA timing"),
+        ("multi-head latent attention", "kv_lora_rank=512", "MLA is timed from aiconfigurator"),
     ),
-    (
-        "sliding_config",
-        lambda d: _config(d, SLIDING_DENSE),
-        ("sliding-window", "sliding_window=128 on 2 of 4 layers"),
-    ),
-    (
-        "mistral_all_sliding",
-        lambda d: _config(d, _with(SLIDING_DENSE, layer_types=None, sliding_window=4096)),
-        ("sliding_window=4096 on 4 of 4",),
-    ),
+]
+
+# MoE and sliding-window models are simulated (here with the roofline timing)
+SIMULATED = [
+    ("qwen3_moe_config", lambda d: _config(d, QWEN3_MOE), "moe"),
+    ("sliding_config", lambda d: _config(d, SLIDING_DENSE), "sliding_window"),
     (
         "mixtral_local_experts",
         lambda d: _config(
@@ -148,25 +141,9 @@ REFUSED = [
                 num_experts_per_tok=2,
             ),
         ),
-        ("num_local_experts=8",),
+        "moe",
     ),
-    (
-        "embedded_qwen3_moe",
-        lambda d: "Qwen/Qwen3-30B-A3B",
-        ("Qwen/Qwen3-30B-A3B is a mixture-of-experts model",),
-    ),
-    ("embedded_quantized_name", lambda d: "Qwen/Qwen3-30B-A3B-FP8", ("mixture-of-experts",)),
-    (
-        "embedded_deepseek",
-        lambda d: "deepseek-ai/DeepSeek-V3",
-        ("n_routed_experts=256", "kv_lora_rank=512", "MoE and MLA timing are"),
-    ),
-    (
-        "embedded_gpt_oss",
-        lambda d: "gpt-oss-120b",
-        ("num_local_experts=128", "sliding_window=128 on 18 of 36"),
-    ),
-    ("embedded_kimi_text_config", lambda d: "moonshotai/Kimi-K2.5", ("n_routed_experts=384",)),
+    ("embedded_gpt_oss", lambda d: "gpt-oss-20b", "moe"),
 ]
 
 UNREADABLE = [
@@ -220,7 +197,7 @@ def test_simulate_refuses_unmodelled_model(case, dirs, capsys):
     inputs, out_root = dirs
     _, model, needles = case
     argv = ["--output.dir", str(out_root / "run"), *FAST, "--cluster.model", model(inputs)]
-    _one_line(*_run(argv, capsys), *needles)
+    _one_line(*_run(argv, capsys), *needles, prefix=ROOFLINE)
     assert not out_root.exists()
 
 
@@ -231,6 +208,19 @@ def test_unreadable_config_field_is_one_line(case, dirs, capsys):
     argv = ["--output.dir", str(out_root / "run"), *FAST, "--cluster.model", _config(inputs, cfg)]
     _one_line(*_run(argv, capsys), *needles)
     assert not out_root.exists()
+
+
+@pytest.mark.parametrize("case", SIMULATED, ids=[c[0] for c in SIMULATED])
+def test_moe_and_sliding_models_are_simulated(case, dirs, capsys):
+    inputs, out_root = dirs
+    _, model, key = case
+    argv = ["--output.dir", str(out_root / "run"), *FAST, "--cluster.model", model(inputs)]
+    argv += ["workload:synthetic", "--workload.num-requests", "4"]
+    code, err = _run(argv, capsys)
+    assert code == 0, err
+    summary = json.loads((out_root / "run" / "summary.json").read_text())
+    assert summary["num_completed"] == 4
+    assert f"timing_{key}" in summary  # which rule timed the layers
 
 
 def test_dense_config_json_still_runs(dirs, capsys):
@@ -245,15 +235,15 @@ def test_dense_config_json_still_runs(dirs, capsys):
 
 def test_profiles_build_refuses_too(dirs, capsys):
     inputs, _ = dirs
-    argv = ["profiles", "build", "--cluster.model", _config(inputs, QWEN3_MOE), *FAST[1:]]
-    _one_line(*_run(argv, capsys), "mixture-of-experts")
+    argv = ["profiles", "build", "--cluster.model", _config(inputs, MLA_DENSE), *FAST[1:]]
+    _one_line(*_run(argv, capsys), "multi-head latent attention", prefix=ROOFLINE)
 
 
 def test_sweep_records_the_refusal_per_point(tmp_path):
     from vidur_fast.explore.run_sweep import run_sweep
 
     spec = small_sweep(tmp_path / "grids")
-    spec["base"]["cluster"] = {"model": _config(tmp_path, QWEN3_MOE)}
+    spec["base"]["cluster"] = {"model": _config(tmp_path, MLA_DENSE)}
     spec["grid"] = {"qps": [4, 16]}
     path = tmp_path / "s.json"
     path.write_text(json.dumps(spec))
@@ -262,7 +252,7 @@ def test_sweep_records_the_refusal_per_point(tmp_path):
     assert (t["status"] == "error").all()
     assert (
         t["error"]
-        .str.contains("(num_experts=128); MoE timing is not modelled yet", regex=False)
+        .str.contains("(kv_lora_rank=512); MLA is timed from aiconfigurator", regex=False)
         .all()
     )
 
@@ -271,25 +261,26 @@ def test_refusal_in_a_subprocess(dirs):
     inputs, out_root = dirs
     res = subprocess.run(
         [sys.executable, "-m", "vidur_fast.commands.main", "--output.dir", str(out_root / "r"),
-         *FAST, "--cluster.model", _config(inputs, QWEN3_MOE)],
+         *FAST, "--cluster.model", _config(inputs, MLA_DENSE)],
         capture_output=True,
         text=True,
         timeout=300,
     )  # fmt: skip
-    _one_line(res.returncode, res.stderr, "num_experts=128")
+    _one_line(res.returncode, res.stderr, "kv_lora_rank=512", prefix=ROOFLINE)
     assert res.stdout == ""
 
 
-def test_validate_lists_moe_rows_as_not_simulated_with_the_feature(tmp_path, capsys):
+def test_validate_lists_mla_rows_without_mla_tables_and_runs_moe_rows(tmp_path, capsys):
     p = tmp_path / "rows.csv"
     p.write_text(
         "model,device,tp,concurrency,isl,osl,ttft_ms,tpot_ms\n"
-        "Qwen/Qwen3-30B-A3B,h100,1,8,1024,128,90,8\n"
-        "openai/gpt-oss-120b,h100,1,8,1024,128,90,8\n"
+        "deepseek-ai/DeepSeek-V3,h200,8,8,1024,128,90,8\n"
+        "Qwen/Qwen3-30B-A3B,h100,1,2,256,16,90,8\n"
     )
-    assert main(["validate", str(p)]) == 0
+    argv = ["validate", str(p), *FAST_TIMING_ARGS, "--predictor.regressor", "polynomial"]
+    argv += ["--requests-per-client", "3", "--warmup-requests-per-client", "1"]
+    assert main(argv) == 0
     out = capsys.readouterr().out
     lines = [x for x in out.splitlines() if x.startswith("not simulated")]
-    assert len(lines) == 2, out
-    assert "num_experts=128); MoE timing is not modelled yet" in lines[0]
-    assert "sliding_window=128 on 18 of 36 layers" in lines[1]
+    assert len(lines) == 1, out
+    assert "kv_lora_rank=512); MLA is timed from aiconfigurator" in lines[0]

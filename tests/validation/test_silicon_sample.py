@@ -39,10 +39,26 @@ def test_installed_sample_is_found_and_mapped(rows):
         "h100_sxm", 2, 8, 1024, 128
     )  # fmt: skip
     assert r.concurrency_recorded and r.bench.precision == ""
-    # nvfp4 rows: kept, not simulated later; MoE / other backends are skipped with a reason
+    # nvfp4 rows: kept, not simulated later; other backends are skipped with a reason
     assert sum(r.precision == "nvfp4" for r in sel) == 60
-    moe = [r for r in rows if "MiniMax" in r.bench.model and r.bench.backend == "vllm"]
-    assert moe and all("mixture-of-experts" in r.skipped for r in moe if r.bench.mode == "agg")
+    # MoE rows: kept, with the corpus's expert and attention-DP split
+    moe_vllm = [r for r in rows if r.bench.backend == "vllm" and r.bench.mode == "agg"]
+    moe = [
+        r for r in moe_vllm
+        if "MiniMax" in r.bench.model and r.bench.device in ("h100_sxm", "h200_sxm")
+    ]  # fmt: skip
+    dp4 = [r for r in moe if r.bench.device == "h100_sxm" and r.bench.attention_dp == 4]
+    # filed with attention DP 4 x moe_ep 16 (16 GPUs) under ids stating tp4_ep4: not simulated
+    assert len(dp4) == 15 and all("the id states tp4 ep4" in r.skipped for r in dp4)
+    assert not any(r.skipped for r in moe if r not in dp4)
+    assert all(r.bench.precision == "fp8_block" for r in moe if r not in dp4)  # checkpoint
+    qwen_moe = [r for r in moe_vllm if "Qwen3-235B" in r.bench.model]
+    # attention_dp_size empty: DP implied by moe_tp x moe_ep = tp x dp
+    assert {(r.bench.tp, r.bench.attention_dp, r.bench.moe_ep) for r in qwen_moe} == {
+        (1, 2, 1), (1, 4, 1), (2, 1, 2), (2, 1, 1), (2, 2, 1), (4, 1, 4), (4, 1, 1)
+    }  # fmt: skip
+    oss = [r for r in moe_vllm if "gpt-oss" in r.bench.model]
+    assert oss and all(r.bench.precision == "" for r in oss)  # bf16 attention (mxfp4 experts)
     other = [r for r in rows if r.bench.backend == "trtllm"]
     assert other and all("only vllm" in r.skipped or "mode" in r.skipped for r in other)
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from vidur_fast.errors import ConfigError
+
 if TYPE_CHECKING:
     from vidur_fast.catalog.models import ModelSpec
 
@@ -136,6 +138,13 @@ def dense_mlp_params(m: ModelSpec) -> int:
     return (3 if m.use_gated_mlp else 2) * m.embedding_dim * m.mlp_hidden_dim
 
 
+def qk_norm_spans_heads(m: ModelSpec) -> bool:
+    """MiniMax-M2's q/k RMSNorm normalises all heads together (its q_norm weight has heads x
+    head_dim entries), so under TP vLLM all-reduces the variance across the ranks (one small
+    all-reduce for q and one for k per layer); Qwen3-style norms are per head and local."""
+    return m.qk_norm and m.model_type == "minimax_m2"
+
+
 def mlp_kinds(m: ModelSpec) -> tuple[str, ...]:
     return m.mlp_layers or (DENSE,) * m.num_layers
 
@@ -179,9 +188,9 @@ def param_count(m: ModelSpec) -> ParamCount:
     )
 
 
-def unmodelled_features(m: ModelSpec) -> list[tuple[str, str]]:
-    """What the timing and engine do not model yet: (what the model is, naming the config
-    field; the short name of the feature), one pair per feature."""
+def beyond_dense_features(m: ModelSpec) -> list[tuple[str, str]]:
+    """What makes a model more than a dense GQA decoder: (what the model is, naming the
+    config field; the short name of the feature), one pair per feature."""
     out = []
     if m.moe is not None:
         out.append((f"is a mixture-of-experts model ({m.moe.field}={m.moe.num_experts})", "MoE"))
@@ -197,16 +206,33 @@ def unmodelled_features(m: ModelSpec) -> list[tuple[str, str]]:
     return out
 
 
-def unmodelled_message(m: ModelSpec) -> str:
-    """One sentence for all unmodelled features ("" for a model the timing covers)."""
-    parts = unmodelled_features(m)
+# Features the timing models (MLA from the aiconfigurator source only; docs/timing_model.md)
+TIMED_FEATURES = ("MoE", "sliding-window", "MLA")
+
+
+def unmodelled_features(m: ModelSpec) -> list[tuple[str, str]]:
+    """What the timing does not model yet (today: nothing), as beyond_dense_features."""
+    return [f for f in beyond_dense_features(m) if f[1] not in TIMED_FEATURES]
+
+
+def _features_message(m: ModelSpec, parts: list[tuple[str, str]], tail: str) -> str:
     if not parts:
         return ""
     what = " and ".join(p for p, _ in parts)
     names = [n for _, n in parts]
     label = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
     verb = "is" if len(names) == 1 else "are"
-    return f"{m.name} {what}; {label} timing {verb} not modelled yet"
+    return f"{m.name} {what}; {label} timing {verb} {tail}"
+
+
+def beyond_dense_message(m: ModelSpec, tail: str) -> str:
+    """One sentence naming every non-dense feature of m, ending with `tail`."""
+    return _features_message(m, beyond_dense_features(m), tail)
+
+
+def unmodelled_message(m: ModelSpec) -> str:
+    """One sentence for all unmodelled features ("" for a model the timing covers)."""
+    return _features_message(m, unmodelled_features(m), "not modelled yet")
 
 
 # ---- one device's share: tensor, pipeline and expert parallelism ----
@@ -296,3 +322,43 @@ def kv_elements_per_token(m: ModelSpec, tp: int = 1) -> dict[str, int]:
     if SLIDING in kinds:
         out[SLIDING] = per_layer * kinds.count(SLIDING)
     return out
+
+
+# ---- expert parallelism ----
+
+
+@dataclass(frozen=True)
+class MoEParallel:
+    """How one MoE layer is split: attention TP x DP ranks = moe_tp x moe_ep expert ranks."""
+
+    tp: int
+    dp: int
+    moe_tp: int
+    moe_ep: int
+
+
+def moe_parallel(model: ModelSpec, tp: int, dp: int, ep: int) -> MoEParallel:
+    """The expert split of a MoE model; ConfigError (one line) when it cannot be formed."""
+    x = model.moe
+    if x is None:
+        raise ConfigError(f"cluster.model: {model.name} has no MoE layers")
+    if dp < 1 or ep < 1:
+        raise ConfigError(f"predictor.moe_ep/attention_dp: must be >= 1 (got {ep}, {dp})")
+    if x.num_experts % ep:
+        raise ConfigError(
+            f"predictor.moe_ep: {ep} does not divide {model.name}'s {x.num_experts} experts "
+            f"({x.field})"
+        )
+    if (tp * dp) % ep:
+        raise ConfigError(
+            f"predictor.moe_ep: tp x attention_dp = {tp} x {dp} = {tp * dp} GPUs cannot hold "
+            f"moe_ep = {ep} expert ranks times a whole moe_tp (moe_tp x moe_ep must equal "
+            "tp x attention_dp)"
+        )
+    moe_tp = tp * dp // ep
+    if x.expert_dim % moe_tp:
+        raise ConfigError(
+            f"predictor.moe_ep: moe_tp = tp x attention_dp / moe_ep = {moe_tp} does not divide "
+            f"the expert width {x.expert_dim}"
+        )
+    return MoEParallel(tp, dp, moe_tp, ep)

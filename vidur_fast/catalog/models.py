@@ -59,8 +59,8 @@ class ModelSpec:
 
     @property
     def is_dense(self) -> bool:
-        """No MoE, MLA or sliding-window layers: the shape the timing model covers."""
-        return not arch.unmodelled_features(self)
+        """No MoE, MLA or sliding-window layers: what every timing source covers."""
+        return not arch.beyond_dense_features(self)
 
     def unmodelled_features(self) -> list[str]:
         """Short names of the features the timing does not model yet (MoE, MLA, ...)."""

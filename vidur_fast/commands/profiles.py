@@ -123,7 +123,7 @@ def profiles_show(args) -> int:
         from vidur_fast.outputs.writer import check_output_file
 
         check_output_file(args.plot, "--plot")
-    _, timing = _load(args)
+    model, timing = _load(args)
     g, tp = timing.grids, timing.params
     c = args.cluster
     print(f"per-layer times (ms), {c.model} on {c.device} TP{c.tp} PP{c.pp}")
@@ -143,6 +143,14 @@ def profiles_show(args) -> int:
             j, ci = kv // tp.g, int(np.ceil(c / tp.gc))
             if j < g.prefill_ms.shape[0] and ci < g.prefill_ms.shape[1]:
                 print(f"{kv:>8} {c:>8} {g.prefill_ms[j, ci]:>12.4f}")
+    if model.moe is not None:
+        from vidur_fast.commands.moe_info import moe_lines
+
+        cl = args.cluster
+        device = get_device(cl.device)
+        node = get_node(cl.node or default_node_for(device.name))
+        for line in moe_lines(model, device, node, cl.tp, cl.pp, args.predictor, g.allreduce_ms):
+            print(line)
     if args.plot:
         _plot_grids(timing, args.plot, f"{args.cluster.model} on {args.cluster.device}")
         print(f"plot: {args.plot}")

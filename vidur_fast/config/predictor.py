@@ -29,6 +29,23 @@ class PredictorConfig:
     as large in every dimension, and each all-reduce by the fastest one measured at a message
     at least as large (a smaller problem can always run padded on it); this drops measured
     cells that a faster neighbouring kernel beats. False: the measured cells as they are."""
+    moe_ep: int = 1
+    """Mixture-of-experts models: expert-parallel ranks of the MoE layers (each holds
+    experts / moe_ep whole experts); the expert tensor parallelism is then
+    moe_tp = tp x attention_dp / moe_ep (vLLM: --enable-expert-parallel gives moe_ep = tp x dp).
+    Dense models ignore it."""
+    attention_dp: int = 1
+    """Mixture-of-experts models: attention data-parallel ranks (vLLM --data-parallel-size),
+    each with tp GPUs, that step in lockstep and share the MoE layers; a run simulates one rank
+    under a balanced share of the load (docs/timing_model.md, "MoE layers")."""
+    moe_routing: Literal["power_law_1.2", "power_law_1.01", "balanced"] = "power_law_1.2"
+    """Routing skew of the measured MoE kernels: tokens per expert drawn from a power law of
+    exponent 1.2 (NVIDIA's default when its tables are used), 1.01, or perfectly balanced."""
+    moe_kernel: str = ""
+    """Mixture-of-experts models, aiconfigurator source: use the measured MoE kernel whose
+    name contains this text (e.g. "marlin", what vLLM runs with VLLM_MXFP4_USE_MARLIN=1),
+    at the nearest measured shape if that kernel was measured at another; "" = the fastest
+    kernel measured at the model's shape."""
     regressor: Literal["random_forest", "polynomial"] = "random_forest"
     """Per-operator model: random forest (default) or polynomial least squares."""
     n_estimators: int = 100

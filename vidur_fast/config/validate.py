@@ -11,6 +11,7 @@ with the stage that derives it.
 import math
 
 from vidur_fast.catalog import default_node_for, get_device, get_model, get_node
+from vidur_fast.catalog.arch import moe_parallel
 from vidur_fast.config.predictor import PredictorConfig
 from vidur_fast.config.sim import (
     ClusterConfig,
@@ -42,6 +43,7 @@ def validate_config(cfg: SimConfig) -> None:
     """Raise ConfigError naming the first invalid field of cfg; return None when all are valid."""
     validate_predictor(cfg.predictor)
     validate_cluster(cfg.cluster)
+    validate_expert_parallelism(cfg.cluster, cfg.predictor)
     validate_scheduler(cfg.scheduler, cfg.cluster)
     validate_router(cfg)
     if not (math.isfinite(cfg.time_limit_s) and cfg.time_limit_s >= 0):
@@ -85,12 +87,28 @@ def validate_cluster(c: ClusterConfig) -> None:
             f"cluster.memory_model: must be one of auto, vidur, vllm (got {c.memory_model!r})"
         )
     model = get_model(c.model)
-    # MoE, MLA and sliding-window models are read, counted and planned, but not timed yet:
-    # refuse them here rather than simulate them as dense
+    # MLA models are read, counted and planned, but not timed yet: refuse them here rather
+    # than simulate them with another attention
     model.check_modelled("cluster.model")
     device = get_device(c.device)
     get_node(c.node or default_node_for(device.name))
     model.check_parallelism(c.tp, c.pp)
+
+
+def validate_expert_parallelism(c: ClusterConfig, p: PredictorConfig) -> None:
+    """moe_ep and attention_dp against the model: a MoE model's split must be formable
+    (moe_ep divides the experts, moe_tp x moe_ep = tp x attention_dp); a dense model takes
+    neither (its data parallelism is cluster.num_replicas)."""
+    model = get_model(c.model)
+    if model.moe is None:
+        for name in ("moe_ep", "attention_dp"):
+            if getattr(p, name) != 1:
+                raise ConfigError(
+                    f"predictor.{name}: {model.name} has no MoE layers (got {getattr(p, name)}; "
+                    "replicate a dense model with cluster.num_replicas)"
+                )
+        return
+    moe_parallel(model, c.tp, p.attention_dp, p.moe_ep)
 
 
 # ---- scheduler ----
@@ -211,6 +229,7 @@ _CHOICES = {
     "regressor": ("random_forest", "polynomial"),
     "kv_rule": ("per_request", "sum"),
     "cache_mode": ("use", "ignore", "require", "refresh"),
+    "moe_routing": ("power_law_1.2", "power_law_1.01", "balanced"),
 }
 
 # field -> smallest allowed value
@@ -224,6 +243,8 @@ _INT_MIN = {
     "max_prefill_chunk": 1,
     "kv_granularity": 1,
     "chunk_granularity": 1,
+    "moe_ep": 1,
+    "attention_dp": 1,
 }
 
 _NONNEG_FLOATS = (

@@ -36,11 +36,31 @@ def _check_dtype(field: str, value: str, table: dict = BYTES) -> None:
 
 
 def weight_bytes(
-    model: ModelSpec, tp: int, pp: int, weight_dtype: str = "bf16", embeddings: bool = False
+    model: ModelSpec,
+    tp: int,
+    pp: int,
+    weight_dtype: str = "bf16",
+    embeddings: bool = False,
+    ep: int = 1,
+    dp: int = 1,
 ) -> int:
     """Weight bytes per device: transformer layers at weight_dtype, plus (embeddings=True) the
-    input embedding and LM head in bf16 (fp8 checkpoints keep them unquantised)."""
+    input embedding and LM head in bf16 (fp8 checkpoints keep them unquantised).
+
+    MoE, MLA and sliding-window models count every weight group (model_weight_bytes): the
+    checkpoint's own formats where it states a quantization, else weight_dtype for the linear
+    layers; the routed experts split over ep expert ranks (ep > 1) or over the tp x dp ranks
+    of the expert tensor parallelism (ep = 1)."""
     _check_dtype("predictor.precision", weight_dtype, WEIGHT_BYTES)
+    if not model.is_dense:
+        quant = None if model.quantization or weight_dtype == "bf16" else weight_dtype
+        groups = model_weight_bytes(model, tp, pp, ep, quant)
+        if ep == 1 and dp > 1:
+            groups["experts"] = model_weight_bytes(model, tp * dp, pp, 1, quant)["experts"]
+        if not embeddings:
+            groups.pop("embeddings", None)
+            groups.pop("lm_head", None)
+        return int(sum(groups.values()))
     out = int(WEIGHT_BYTES[weight_dtype] * model.params_per_device(tp, pp))
     if embeddings:
         out += BYTES["bf16"] * model.embedding_params_per_device(tp, pp)
@@ -48,8 +68,16 @@ def weight_bytes(
 
 
 def kv_bytes_per_token(model: ModelSpec, tp: int, layers: int, kv_dtype: str = "bf16") -> int:
-    """K and V of one token over `layers` layers on one device."""
+    """K and V of one token over `layers` layers on one device.
+
+    Models with sliding-window layers count the full-attention layers only: a sliding layer
+    holds at most the blocks of its window per sequence (vLLM frees the rest), which the
+    per-token block accounting of the engine does not carry (docs/models.md)."""
     _check_dtype("predictor.kv_cache_dtype", kv_dtype)
+    if not model.is_dense:
+        per_kind = model.kv_bytes_per_token_by_kind(tp, BYTES[kv_dtype])
+        share = layers / model.num_layers
+        return int(round(sum(v for k, v in per_kind.items() if k != "sliding") * share))
     return BYTES[kv_dtype] * 2 * model.head_dim * model.kv_heads_per_worker(tp) * layers
 
 
@@ -63,6 +91,9 @@ def vllm_runtime_bytes(
     outside the torch allocator when TP > 1. CUDA graphs are captured after the KV cache is
     sized, inside the (1 - gpu_memory_utilization) headroom, so they take nothing here."""
     h_local = -(-model.mlp_hidden_dim // tp)
+    if model.moe is not None and model.mlp_layers.count("dense") == 0:
+        # the fused MoE kernel's intermediate rows: top-k expert rows per token
+        h_local = -(-model.moe.top_k * model.moe.expert_dim // tp)
     up = (2 if model.use_gated_mlp else 1) * h_local
     per_token = BYTES["bf16"] * (2 * model.embedding_dim + up + h_local)
     forward = max_num_batched_tokens * per_token
@@ -82,8 +113,10 @@ def _free_bytes(
     weight_dtype: str,
     embeddings: bool = False,
     runtime: int = 0,
+    ep: int = 1,
+    dp: int = 1,
 ) -> tuple[int, int]:
-    param = weight_bytes(model, tp, pp, weight_dtype, embeddings)
+    param = weight_bytes(model, tp, pp, weight_dtype, embeddings, ep, dp)
     avail = int(device.memory_bytes * (1.0 - margin)) - runtime
     if avail <= param:
         raise ConfigError(
@@ -105,12 +138,14 @@ def plan_tokens(
     kv_dtype: str = "bf16",
     embeddings: bool = False,
     runtime_bytes: int = 0,
+    ep: int = 1,
+    dp: int = 1,
 ) -> MemoryPlan:
     """Token planner (vLLM v1): every free byte after weights (and runtime_bytes of activations
     and buffers) holds KV for this stage's layers. embeddings=False, runtime_bytes=0 is
     Vidur's planner; the vllm memory model passes True and vllm_runtime_bytes()."""
     param, avail = _free_bytes(
-        model, device, tp, pp, margin, weight_dtype, embeddings, runtime_bytes
+        model, device, tp, pp, margin, weight_dtype, embeddings, runtime_bytes, ep, dp
     )
     per_tok = kv_bytes_per_token(model, tp, model.num_layers // pp, kv_dtype)
     tokens = (avail - param) // per_tok

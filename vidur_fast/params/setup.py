@@ -96,6 +96,8 @@ def router_code(cfg: SimConfig) -> int:
 def _memory_args(cfg: SimConfig, model: ModelSpec) -> dict:
     """Token-planner dtypes and, for memory_model vllm, the vLLM runtime reserve."""
     out = dict(weight_dtype=cfg.predictor.precision, kv_dtype=cfg.predictor.kv_cache_dtype)
+    if model.moe is not None:
+        out.update(ep=cfg.predictor.moe_ep, dp=cfg.predictor.attention_dp)
     if memory_model(cfg) == "vllm":
         s = cfg.scheduler
         out["embeddings"] = True

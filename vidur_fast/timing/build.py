@@ -76,6 +76,10 @@ def timing_params(model: ModelSpec, tp: int, pp: int, cfg: PredictorConfig) -> T
         kv_rule=KV_RULE_PER_REQUEST if cfg.kv_rule == "per_request" else KV_RULE_SUM,
         tp=tp,
         pp=pp,
+        # MoE layers: expert time grows with every token even in tiny batches, and vLLM
+        # replays CUDA graphs captured at 1, 2, 4, 8, 16, ... tokens; dense GEMMs are flat
+        # there, so dense models keep the round-up-to-8 rule
+        pow2_tokens_below=8 if model.moe is not None else 0,
     )
 
 
@@ -97,7 +101,7 @@ def build_timing(
     """
     validate_predictor(cfg)
     spec = model if isinstance(model, ModelSpec) else get_model(model)
-    spec.check_modelled()  # the operator tables below are those of dense GQA layers
+    spec.check_modelled()  # MLA is not timed yet
     spec.check_parallelism(tp, pp)
     dev = device if isinstance(device, DeviceSpec) else get_device(device)
     if node is None:
@@ -124,11 +128,22 @@ def build_timing(
         precision=cfg.precision,
         kv_cache_dtype=cfg.kv_cache_dtype,
         kernel_envelope=cfg.kernel_envelope,
+        **_moe_args(spec, cfg),
     )
     timing = timing_from_samples(samples, spec, tp, pp, cfg, progress=progress)
     if cfg.cache_mode in ("use", "refresh"):
         write_memo(resolve_cache_dir(cfg), fingerprint, timing.meta["key"])
     return timing
+
+
+def _moe_args(model: ModelSpec, cfg: PredictorConfig) -> dict:
+    """The MoE settings a source needs (none for a dense model, so its inputs are unchanged)."""
+    if model.moe is None:
+        return {}
+    out = dict(moe_ep=cfg.moe_ep, attention_dp=cfg.attention_dp, moe_routing=cfg.moe_routing)
+    if cfg.moe_kernel and cfg.source == "aiconfigurator":
+        out["moe_kernel"] = cfg.moe_kernel
+    return out
 
 
 def _from_memo(
@@ -220,7 +235,8 @@ def _build(samples: OperatorSamples, cfg: PredictorConfig, tp: int, pp: int, pro
             bar.update()
 
         models = fit_all(samples, cfg, step=step)
-        grids = build_grids(models, cfg, tp, pp, step=step)
+        weights = samples.provenance.get("layer_weights")
+        grids = build_grids(models, cfg, tp, pp, step=step, weights=weights)
         if progress and bar.disable:  # stderr is not a terminal: one line instead of a bar
             print(
                 f"timing: {len(models)} operator models fitted and grids built in "

@@ -22,7 +22,7 @@ import numpy as np
 
 from vidur_fast.config.predictor import PredictorConfig
 from vidur_fast.errors import ProfileError
-from vidur_fast.timing.samples import TOKEN_OPS, OperatorSamples
+from vidur_fast.timing.samples import EXTRA_TOKEN_OPS, TOKEN_OPS, OperatorSamples
 
 KV_SAVE = "attn_kv_cache_save"
 LAYER_TOKEN_OPS = tuple(op for op in TOKEN_OPS if op != KV_SAVE)
@@ -247,7 +247,8 @@ def op_tables(samples: OperatorSamples) -> dict[str, tuple[str, np.ndarray, np.n
     """name -> (kind, X, y) for every operator a grid needs, in a fixed order."""
     tok = samples.token_ops
     out: dict[str, tuple[str, np.ndarray, np.ndarray]] = {}
-    for op in TOKEN_OPS:
+    present = set(tok["op"].unique()) if len(tok) else set()
+    for op in TOKEN_OPS + tuple(o for o in EXTRA_TOKEN_OPS if o in present):
         rows = tok[tok["op"] == op] if len(tok) else tok
         out[op] = ("tokens", _cols(rows, ["num_tokens"]), _cols(rows, ["time_ms"])[:, 0])
     out["decode"] = (

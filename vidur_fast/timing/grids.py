@@ -29,6 +29,7 @@ from vidur_fast.timing.fit import (
     is_forest,
     predict,
 )
+from vidur_fast.timing.samples import EXTRA_TOKEN_OPS
 
 # Cells per block of 2-D evaluation (bounds temporaries to a few x 32 MB).
 _BLOCK_CELLS = 1 << 22
@@ -175,9 +176,18 @@ def _evaluate_2d_block(m: OpModel, outer: np.ndarray, kv: np.ndarray, thr) -> np
 
 
 def build_grids(
-    models: dict[str, OpModel], cfg: PredictorConfig, tp: int, pp: int, step=None
+    models: dict[str, OpModel],
+    cfg: PredictorConfig,
+    tp: int,
+    pp: int,
+    step=None,
+    weights: dict[str, float] | None = None,
 ) -> TimingGrids:
-    """Dense TimingGrids from fitted models; `step(stage)` is called after each stage."""
+    """Dense TimingGrids from fitted models; `step(stage)` is called after each stage.
+
+    weights: share of the layers each token op runs in (MoE models: the dense MLP ops in the
+    dense layers, the MoE ops in the MoE layers), so tok_ms is the mean layer; None (dense
+    models): every op in every layer."""
 
     def done(stage: str) -> None:
         if step is not None:
@@ -186,7 +196,13 @@ def build_grids(
     n = token_axis(cfg)
     tok = np.zeros(len(n))
     for op in LAYER_TOKEN_OPS:  # fixed order: the float sum is reproducible
-        tok += evaluate_tokens(models[op], n)
+        if weights is None:
+            tok += evaluate_tokens(models[op], n)
+        else:
+            tok += weights.get(op, 1.0) * evaluate_tokens(models[op], n)
+    for op in EXTRA_TOKEN_OPS:
+        if op in models:
+            tok += (weights or {}).get(op, 1.0) * evaluate_tokens(models[op], n)
     kv_save = evaluate_tokens(models[KV_SAVE], n)
     done("grid token ops")
 

@@ -22,6 +22,12 @@ TOKEN_OPS = (
     "add",
     "attn_kv_cache_save",  # keyed by exact token count, not rounded
 )
+# Token-count operators of a mixture-of-experts layer (present only for MoE models; the
+# provenance's layer_weights says in what share of the layers each op runs)
+MOE_TOKEN_OPS = ("moe_router", "moe_experts", "moe_shared", "moe_dispatch", "moe_combine")
+# Token-count operators only some architectures have (absent ops count as 0 ms): the MoE ops and
+# the TP all-reduce of q/k norms that span all heads (MiniMax-M2)
+EXTRA_TOKEN_OPS = (*MOE_TOKEN_OPS, "attn_qk_norm_allreduce")
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,10 @@ class BenchRow:
     num_requests: int  # 0 = the validator's default
     ttft_ms: float
     tpot_ms: float
+    attention_dp: int = 1
+    """Attention data-parallel ranks (MoE models; each of tp GPUs)."""
+    moe_ep: int = 1
+    """Expert-parallel ranks of the MoE layers (MoE models)."""
 
 
 def _column_map(path: Path, columns: list[str]) -> dict[str, str]:

@@ -135,6 +135,13 @@ def async_scheduling_by_default(version: str) -> bool:
     return (major, minor) >= ASYNC_SCHEDULING_SINCE
 
 
+def _moe_settings(row: BenchRow) -> dict:
+    """Expert and attention-DP split of a MoE row (nothing for a dense one)."""
+    if row.attention_dp == 1 and row.moe_ep == 1:
+        return {}
+    return {"attention_dp": row.attention_dp, "moe_ep": row.moe_ep}
+
+
 def row_config(row: BenchRow, cfg: ValidateConfig) -> SimConfig:
     """The simulation of one benchmark row (ConfigError says why it cannot be modelled)."""
     if row.mode not in ("", "agg"):
@@ -151,8 +158,16 @@ def row_config(row: BenchRow, cfg: ValidateConfig) -> SimConfig:
         )
     get_model(row.model)
     device = resolve_device(row.device)
-    n_req = row.num_requests or cfg.requests_per_client * row.concurrency
-    warmup = cfg.warmup_requests_per_client * row.concurrency
+    # attention data parallelism: the DP ranks step in lockstep and vLLM's front end spreads
+    # the clients evenly over them, so one rank with its share of the clients (the busiest:
+    # rounded up) is simulated; its MoE layers run the tokens of every rank
+    # (docs/timing_model.md, "Attention data parallelism")
+    dp = max(1, row.attention_dp)
+    concurrency = -(-row.concurrency // dp)
+    n_req = cfg.requests_per_client * concurrency
+    if row.num_requests:
+        n_req = -(-row.num_requests // dp)
+    warmup = cfg.warmup_requests_per_client * concurrency
     if warmup >= n_req:
         raise ConfigError(
             f"warmup_requests_per_client: {cfg.warmup_requests_per_client} leaves no request "
@@ -177,7 +192,7 @@ def row_config(row: BenchRow, cfg: ValidateConfig) -> SimConfig:
         SimConfig(
             cluster=cluster,
             workload=ClosedLoopWorkload(
-                concurrency=row.concurrency,
+                concurrency=concurrency,
                 num_requests=n_req,
                 lengths=FixedLengths(prefill_tokens=row.isl, decode_tokens=row.osl),
                 warmup_requests=warmup,
@@ -188,7 +203,9 @@ def row_config(row: BenchRow, cfg: ValidateConfig) -> SimConfig:
                 think_time="exponential",
             ),
             scheduler=scheduler,
-            predictor=replace(cfg.predictor, precision=precision, kv_cache_dtype=kv_dtype),
+            predictor=replace(
+                cfg.predictor, precision=precision, kv_cache_dtype=kv_dtype, **_moe_settings(row)
+            ),
             seed=cfg.seed,
             quiet=True,
         )

@@ -7,6 +7,7 @@ one GPU after TP sharding, collectives per call. docs/timing_sources.md document
 from pathlib import Path
 
 from vidur_fast.catalog import DeviceSpec, ModelSpec, NodeSpec
+from vidur_fast.catalog.arch import beyond_dense_message
 from vidur_fast.timing.samples import OperatorSamples
 from vidur_fast.timing.sources import aiconfigurator, roofline, vidur
 from vidur_fast.timing.sources._common import join, profile_error
@@ -33,6 +34,10 @@ def load_samples(
     precision: str = "bf16",
     kv_cache_dtype: str = "bf16",
     kernel_envelope: bool = True,
+    moe_ep: int = 1,
+    attention_dp: int = 1,
+    moe_routing: str = "power_law_1.2",
+    moe_kernel: str = "",
 ) -> OperatorSamples:
     """Operator samples of `model` on `device` in `node` at the given TP and PP.
 
@@ -47,6 +52,14 @@ def load_samples(
     _check_source(source)
     if tp < 1 or pp < 1:
         raise profile_error(source, f"tp and pp must be >= 1 (got tp={tp}, pp={pp})")
+    if source == "vidur" and not model.is_dense:
+        raise profile_error(
+            source,
+            beyond_dense_message(
+                model,
+                "not in Vidur's profiles (predictor.source=aiconfigurator or roofline models it)",
+            ),
+        )
     if source == "vidur":
         return vidur.load(
             model, device, node, tp, pp,
@@ -58,10 +71,13 @@ def load_samples(
             model, device, node, tp, pp,
             profile_dir=profile_dir, backend=backend, precision=precision,
             kv_cache_dtype=kv_cache_dtype, kernel_envelope=kernel_envelope,
+            moe_ep=moe_ep, attention_dp=attention_dp, moe_routing=moe_routing,
+            moe_kernel=moe_kernel,
         )  # fmt: skip
     return roofline.load(
-        model, device, node, tp, pp, precision=precision, kv_cache_dtype=kv_cache_dtype
-    )
+        model, device, node, tp, pp, precision=precision, kv_cache_dtype=kv_cache_dtype,
+        moe_ep=moe_ep, attention_dp=attention_dp, moe_routing=moe_routing,
+    )  # fmt: skip
 
 
 def available(source: str, profile_dir: str | Path | None = None) -> dict:

@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 
 from vidur_fast.catalog import DeviceSpec, ModelSpec, NodeSpec, get_device, list_devices
+from vidur_fast.catalog.arch import SLIDING, attention_kinds, moe_parallel, qk_norm_spans_heads
+from vidur_fast.errors import ProfileError
 from vidur_fast.timing.samples import OperatorSamples
 from vidur_fast.timing.sources._aic_data import (
     BACKENDS,
@@ -34,6 +36,18 @@ from vidur_fast.timing.sources._aic_gemm import (
     GemmTable,
     gemm_table,
     interpolate_gemm,
+)
+from vidur_fast.timing.sources._aic_mla import mla_attention
+from vidur_fast.timing.sources._aic_moe import (
+    EXPERT_DTYPES,
+    MOE_TABLE,
+    expert_curve,
+    expert_format,
+    layer_weights,
+    model_roofline_ms,
+    moe_rows,
+    nccl_curve,
+    tokens_curve,
 )
 from vidur_fast.timing.sources._common import (
     BF16_BYTES,
@@ -68,16 +82,45 @@ ATTN_KV_DTYPES = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8"}
 # ---- token ops ----
 
 
-def _gemm_ops(table: GemmTable, model: ModelSpec, tp: int) -> dict:
-    """Samples at every measured m, then work-linear (t ~ m) beyond the largest measured m."""
+def _gemm_ops(table: GemmTable, model: ModelSpec, tp: int, shapes: dict | None = None) -> dict:
+    """Samples at every measured m, then work-linear (t ~ m) beyond the largest measured m.
+
+    shapes: {op: (n, k)} (default: the model's linear layers after TP sharding)."""
     out = {}
-    for op, (n, k) in linear_shapes(model, tp).items():
+    for op, (n, k) in (shapes or linear_shapes(model, tp)).items():
         t = interpolate_gemm(table, n, k)
         ok = np.isfinite(t)
         m, t = table.m[ok], t[ok]
         ext = TOKEN_COUNTS[TOKEN_COUNTS > m[-1]]
         out[op] = (np.concatenate([m, ext]), np.concatenate([t, t[-1] * ext / m[-1]]))
     return out
+
+
+def _block_fp8_floor(parts: dict, gemm_path, model, tp, envelope) -> tuple[dict, str | None]:
+    """Block-scaled FP8 GEMMs timed by the faster of the fp8_block table and the per-tensor
+    fp8 table at each token count.
+
+    vLLM's block-scaled kernels in the tables (DeepGEMM from m = 64, FlashInfer below) have a
+    55-85 us floor on H100/H200 at every shape up to m = 1024 (a 1024 x 3072 GEMM: 79 us at
+    m = 64 and 85 us at m = 1024, where bf16 takes 7-12 us and per-tensor fp8 7-25 us), i.e. time
+    outside the GEMM that a CUDA-graph replay does not pay. The measured decode steps of
+    block-FP8 checkpoints leave no room for it: MiniMax-M2.5 at TP 8 on H200 with 4 clients
+    decodes in 8.0 ms for 62 layers, while two such GEMMs per layer alone would take 7.2 ms.
+    Above the floor the two kernels do the same FP8 tensor-core work (block scales add 1/16384
+    of the weight bytes), so the faster measured one stands for the engine's kernel."""
+    try:
+        fp8 = gemm_table(gemm_path, GEMM_DTYPES["fp8"], envelope=envelope)
+    except ProfileError:
+        return parts, None
+    other = _gemm_ops(fp8, model, tp)
+    out = {}
+    for op, (m, t) in parts.items():
+        m2, t2 = other[op]
+        grid = np.union1d(m, m2)
+        a = interp_loglog(grid, m, t, above_exponent=1.0)
+        b = interp_loglog(grid, m2, t2, above_exponent=1.0)
+        out[op] = (grid, np.minimum(a, b))
+    return out, "fastest of the fp8_block and per-tensor fp8 tables"
 
 
 # ---- attention ----
@@ -329,6 +372,101 @@ def allreduce_curve(system: AicSystem, backend: str, tp: int, envelope: bool = T
     return curve.message_size.to_numpy(), t, versions, files
 
 
+# ---- sliding-window layers ----
+
+
+def sliding_window_share(model: ModelSpec) -> tuple[int, float] | None:
+    """(window, share of layers) of a model with sliding-window layers, else None."""
+    kinds = attention_kinds(model)
+    n = kinds.count(SLIDING)
+    if not n or model.sliding_window <= 0:
+        return None
+    return model.sliding_window, n / len(kinds)
+
+
+def window_pairs(kv, chunk, w: int) -> np.ndarray:
+    """(query, key) pairs of `chunk` new tokens after `kv` cached ones when every query sees at
+    most the last w positions (itself included): the sum of min(p, w) for p = kv+1 .. kv+chunk."""
+    kv = np.asarray(kv, dtype=np.float64)
+    c = np.asarray(chunk, dtype=np.float64)
+    below = np.clip(w - kv, 0, c)  # queries whose view is not yet full
+    return below * kv + below * (below + 1) / 2 + (c - below) * w
+
+
+def equivalent_chunk_pairs(pairs) -> np.ndarray:
+    """Length L of a causal prefill from scratch with L(L+1)/2 = pairs."""
+    return (np.sqrt(1 + 8 * np.asarray(pairs, dtype=np.float64)) - 1) / 2
+
+
+def window_decode(decode: pd.DataFrame, w: int, share: float) -> pd.DataFrame:
+    """Decode samples of the mean layer: full layers at the sample's kv, sliding ones at
+    min(kv, w) (per batch size, log-log over kv + 1 between measured points)."""
+    out = decode.copy()
+    t = out.time_ms.to_numpy(copy=True)
+    for _, g in decode.groupby("batch_size"):
+        g = g.sort_values("kv_len")
+        pos = g.kv_len.to_numpy(dtype=np.float64) + 1
+        at_w = interp_loglog(np.minimum(pos, w), pos, g.time_ms.to_numpy())
+        idx = g.index.to_numpy()
+        t[idx] = (1 - share) * g.time_ms.to_numpy() + share * at_w
+    out["time_ms"] = t
+    return out
+
+
+# ---- mixture-of-experts layers ----
+
+
+def _moe_ops(
+    parts: dict, system, backend, device, model, tp, dp, ep, routing, precision, table,
+    mem_bps, mem_const_ms, envelope, versions, files, kernel="",
+) -> dict:  # fmt: skip
+    """Add the MoE ops (_aic_moe) of one MoE layer to parts; returns their provenance.
+
+    Mutates: parts, versions, files."""
+    par = moe_parallel(model, tp, dp, ep)
+    x = model.moe
+    fmt = expert_format(model, precision)
+    version, path, rows = moe_rows(system, backend)
+    prov: dict = {"moe_tp": par.moe_tp, "moe_ep": par.moe_ep, "attention_dp": dp}
+    if rows is None:  # no measured table on this system: the roofline (docs/timing_model.md)
+        dtype = EXPERT_DTYPES.get(fmt)
+        if dtype is None:
+            raise profile_error(SOURCE, f"no expert format {fmt!r} for {model.name}")
+        n = TOKEN_COUNTS
+        t = model_roofline_ms(device, dtype, model, par, n * dp)
+        prov.update(moe_dtype=dtype, distribution="balanced", rule="roofline (no moe_perf table)")
+        parts["moe_experts"] = (n, t)
+    else:
+        versions["moe"] = f"{backend}/{version}"
+        files.append(path)
+        where = f"{system.name} {backend}/{version} {MOE_TABLE}"
+        n, t, shape_prov = expert_curve(rows, device, model, par, fmt, routing, where, kernel)
+        prov.update(shape_prov)
+        parts["moe_experts"] = (TOKEN_COUNTS, tokens_curve(n, t, TOKEN_COUNTS, dp))
+    # router: bf16 gate GEMM, replicated on every rank
+    _, gemm_path = newest_table(system, "gemm", backend, "gemm_perf.parquet")
+    bf16 = gemm_table(gemm_path, GEMM_DTYPES["bf16"], envelope=envelope)
+    router = _gemm_ops(bf16, model, tp, {"moe_router": (x.num_experts, model.embedding_dim)})
+    parts.update(router)
+    if x.num_shared_experts:
+        hs = -(-x.num_shared_experts * x.shared_expert_dim // tp)
+        e = model.embedding_dim
+        sh = _gemm_ops(table, model, tp, {"up": (2 * hs, e), "down": (e, hs)})
+        n_up, t_up = sh["up"]
+        n_dn, t_dn = sh["down"]
+        act = (3 * hs * BF16_BYTES * TOKEN_COUNTS) / mem_bps * 1e3 + mem_const_ms
+        t_sh = np.interp(TOKEN_COUNTS, n_up, t_up) + np.interp(TOKEN_COUNTS, n_dn, t_dn) + act
+        parts["moe_shared"] = (TOKEN_COUNTS, t_sh)
+    if dp > 1:
+        e = float(model.embedding_dim)
+        for op, coll in (("moe_dispatch", "all_gather"), ("moe_combine", "reduce_scatter")):
+            v, xp, fp = nccl_curve(system, coll, dp)
+            versions[f"nccl_{coll}"] = v
+            parts[op] = (TOKEN_COUNTS, interp_loglog(TOKEN_COUNTS * dp * e, xp, fp, 1.0))
+            prov[op] = f"nccl {coll} over {dp} GPUs"
+    return prov
+
+
 # ---- assembly ----
 
 
@@ -365,11 +503,16 @@ def load(
     precision: str = "bf16",
     kv_cache_dtype: str = "bf16",
     kernel_envelope: bool = True,
+    moe_ep: int = 1,
+    attention_dp: int = 1,
+    moe_routing: str = "power_law_1.2",
+    moe_kernel: str = "",
 ) -> OperatorSamples:
     """Samples for one model/device/node/TP/PP from the aiconfigurator database.
 
     kernel_envelope: use the fastest-kernel envelope of the GEMM table (_aic_gemm) and of the
-    all-reduce curve (allreduce_curve)."""
+    all-reduce curve (allreduce_curve). moe_ep, attention_dp, moe_routing: the expert split and
+    routing skew of a MoE model (_aic_moe; ignored for dense models)."""
     system = system_for(device, profile_dir)
     if backend not in BACKENDS:
         raise profile_error(SOURCE, f"unknown backend {backend!r}; available: {join(BACKENDS)}")
@@ -387,31 +530,73 @@ def load(
     mem_bps = system.gpu("mem_bw") * system.gpu("mem_bw_empirical_scaling_factor")
     mem_const_ms = system.gpu("mem_empirical_constant_latency") * 1e3
     parts = _gemm_ops(table, model, tp)
+    block_rule = None
+    if precision == "fp8_block":
+        parts, block_rule = _block_fp8_floor(parts, gemm_path, model, tp, kernel_envelope)
     parts.update(memory_bound_token_ops(model, tp, TOKEN_COUNTS, mem_bps, mem_const_ms, kvb))
+    moe_prov = {}
+    if model.moe is not None:
+        moe_prov = _moe_ops(
+            parts, system, backend, device, model, tp, attention_dp, moe_ep, moe_routing,
+            precision, table, mem_bps, mem_const_ms, kernel_envelope, versions, files, moe_kernel,
+        )  # fmt: skip
+    if tp > 1 and qk_norm_spans_heads(model):
+        # two all-reduces of one fp32 variance per token (2 bf16-sized elements)
+        xq, fq, _, _ = allreduce_curve(system, backend, tp, kernel_envelope)
+        parts["attn_qk_norm_allreduce"] = (
+            TOKEN_COUNTS, 2 * interp_loglog(TOKEN_COUNTS * 2.0, xq, fq, above_exponent=1.0)
+        )  # fmt: skip
     token_ops = token_ops_frame(parts)
 
     # attention
-    q, kvh, d = model.q_heads_per_worker(tp), model.kv_heads_per_worker(tp), model.head_dim
-    versions["attention"], ctx_path = newest_table(
-        system, "attention", backend, "context_attention_perf.parquet"
-    )
-    gen_path = ctx_path.with_name("generation_attention_perf.parquet")
-    if not gen_path.is_file():
-        raise profile_error(SOURCE, f"missing {gen_path}")
-    files += [ctx_path, gen_path]
-    ctx_rows = attention_rows(ctx_path, context=True, kv_cache_dtype=kv_cache_dtype)
-    ctx_match = match_heads(ctx_rows, q, kvh, d)
-    isl, t_full = full_prefill_curve(ctx_rows, ctx_match)
-    kv, chunk = np.meshgrid(PREFILL_KV, np.union1d(PREFILL_CHUNKS, isl), indexing="ij")
-    kv, chunk = kv.ravel(), chunk.ravel()
-    gen_rows = attention_rows(gen_path, context=False, kv_cache_dtype=kv_cache_dtype)
-    gen_match = match_heads(gen_rows, q, kvh, d)
-    decode, filled = decode_samples(gen_rows, gen_match)
-    floor = np.maximum(
-        kv_read_floor_ms(kv, chunk, q, kvh, d, mem_bps, mem_const_ms, kvb),
-        single_decode_floor_ms(decode, kv, chunk),
-    )
-    prefill = frame(PREFILL_COLUMNS, kv, chunk, derive_prefill(isl, t_full, kv, chunk, floor))
+    window = sliding_window_share(model)
+    mla_prov = None
+    if model.mla is not None:  # the measured MLA module replaces projections and attention
+        prefill, decode, mla_prov, mla_files = mla_attention(
+            system, backend, model, tp, precision, kv_cache_dtype
+        )
+        files += mla_files
+        versions["mla"] = mla_prov["tables"]
+        for op in ("attn_pre_proj", "attn_post_proj", "attn_rope", "attn_kv_cache_save"):
+            parts.pop(op, None)
+        token_ops = token_ops_frame(parts)
+    else:
+        q, kvh, d = model.q_heads_per_worker(tp), model.kv_heads_per_worker(tp), model.head_dim
+        versions["attention"], ctx_path = newest_table(
+            system, "attention", backend, "context_attention_perf.parquet"
+        )
+        gen_path = ctx_path.with_name("generation_attention_perf.parquet")
+        if not gen_path.is_file():
+            raise profile_error(SOURCE, f"missing {gen_path}")
+        files += [ctx_path, gen_path]
+        ctx_rows = attention_rows(ctx_path, context=True, kv_cache_dtype=kv_cache_dtype)
+        ctx_match = match_heads(ctx_rows, q, kvh, d)
+        isl, t_full = full_prefill_curve(ctx_rows, ctx_match)
+        kv, chunk = np.meshgrid(PREFILL_KV, np.union1d(PREFILL_CHUNKS, isl), indexing="ij")
+        kv, chunk = kv.ravel(), chunk.ravel()
+        gen_rows = attention_rows(gen_path, context=False, kv_cache_dtype=kv_cache_dtype)
+        gen_match = match_heads(gen_rows, q, kvh, d)
+        decode, filled = decode_samples(gen_rows, gen_match)
+        floor = np.maximum(
+            kv_read_floor_ms(kv, chunk, q, kvh, d, mem_bps, mem_const_ms, kvb),
+            single_decode_floor_ms(decode, kv, chunk),
+        )
+        t_pre = derive_prefill(isl, t_full, kv, chunk, floor)
+        window = sliding_window_share(model)
+        if window is not None:  # mean layer of full and sliding-window attention
+            w, share = window
+            kv_w = np.minimum(kv, w)
+            floor_w = np.maximum(
+                kv_read_floor_ms(kv_w, chunk, q, kvh, d, mem_bps, mem_const_ms, kvb),
+                single_decode_floor_ms(decode, kv_w, np.minimum(chunk, w)),
+            )
+            t_win = interp_loglog(
+                equivalent_chunk_pairs(window_pairs(kv, chunk, w)), isl, t_full, above_exponent=2.0
+            )
+            t_win = np.where(kv > 0, np.maximum(t_win, floor_w), t_win)
+            t_pre = (1 - share) * t_pre + share * t_win
+            decode = window_decode(decode, w, share)
+        prefill = frame(PREFILL_COLUMNS, kv, chunk, t_pre)
 
     # collectives
     e = model.embedding_dim
@@ -447,13 +632,22 @@ def load(
         "node": node.name,
         "tp": tp,
         "pp": pp,
-        "prefill_heads": ctx_match.describe(),
-        "decode_heads": gen_match.describe(),
-        "decode_filled_cells": filled,
+        "prefill_heads": ctx_match.describe() if mla_prov is None else "mla module",
+        "decode_heads": gen_match.describe() if mla_prov is None else "mla module",
+        "decode_filled_cells": filled if mla_prov is None else mla_prov["decode_filled_cells"],
         "gemm_measured_max_m": int(table.m[-1]),
         "send_recv_link": ("inter_node" if inter_node else "intra_node") if pp > 1 else None,
         "max_tokens": MAX_TOKENS,
     }
+    if model.moe is not None:
+        provenance["moe"] = moe_prov
+        provenance["layer_weights"] = layer_weights(model)
+    if block_rule is not None:
+        provenance["fp8_block_gemm"] = block_rule
+    if mla_prov is not None:
+        provenance["mla"] = mla_prov
+    if window is not None:
+        provenance["sliding_window"] = {"window": window[0], "layer_share": window[1]}
     return OperatorSamples(SOURCE, token_ops, decode, prefill, all_reduce, send_recv, provenance)
 
 

@@ -11,7 +11,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from vidur_fast.catalog import DeviceSpec, ModelSpec, NodeSpec, get_device, list_devices, list_nodes
+from vidur_fast.catalog.arch import SLIDING, attention_kinds, moe_parallel
 from vidur_fast.timing.samples import OperatorSamples
+from vidur_fast.timing.sources._aic_moe import (
+    EXPERT_DTYPES,
+    expert_format,
+    layer_weights,
+    model_roofline_ms,
+)
 from vidur_fast.timing.sources._common import (
     BF16_BYTES,
     COMM_COLUMNS,
@@ -149,8 +156,23 @@ def load(
     *,
     precision: str = "bf16",
     kv_cache_dtype: str = "bf16",
+    moe_ep: int = 1,
+    attention_dp: int = 1,
+    moe_routing: str = "power_law_1.2",
 ) -> OperatorSamples:
-    """Analytic samples on the standard grids (tokens, decode and prefill up to 128K)."""
+    """Analytic samples on the standard grids (tokens, decode and prefill up to 128K).
+
+    MoE layers: the expert kernel's roofline (_aic_moe.expert_roofline_ms, balanced routing:
+    moe_routing is not modelled here), the router and shared experts as GEMMs, and with
+    attention_dp > 1 a ring all-gather / reduce-scatter of every DP rank's tokens. Sliding
+    layers: decode over min(kv, window) cached tokens, prefill over min(kv, window) cached."""
+    if model.mla is not None:
+        raise profile_error(
+            SOURCE,
+            f"{model.name} uses multi-head latent attention (kv_lora_rank="
+            f"{model.mla.kv_lora_rank}); MLA is timed from aiconfigurator's MLA module tables "
+            "only (predictor.source=aiconfigurator)",
+        )
     rf = Roofline.of(device, precision)
     kvb = kv_bytes_of(SOURCE, kv_cache_dtype)
     parts = {
@@ -163,9 +185,22 @@ def load(
     q, kvh, d = model.q_heads_per_worker(tp), model.kv_heads_per_worker(tp), model.head_dim
 
     kv, chunk = (a.ravel() for a in np.meshgrid(PREFILL_KV, PREFILL_CHUNKS, indexing="ij"))
-    prefill = frame(PREFILL_COLUMNS, kv, chunk, prefill_ms(rf, kv, chunk, q, kvh, d, kvb))
+    t_pre = prefill_ms(rf, kv, chunk, q, kvh, d, kvb)
     b, kvd = (a.ravel() for a in np.meshgrid(DECODE_BATCHES, DECODE_KV, indexing="ij"))
-    decode = frame(DECODE_COLUMNS, b, kvd, decode_ms(rf, b, kvd, q, kvh, d, kvb))
+    t_dec = decode_ms(rf, b, kvd, q, kvh, d, kvb)
+    kinds = attention_kinds(model)
+    share = kinds.count(SLIDING) / len(kinds)
+    if share and model.sliding_window > 0:
+        w = model.sliding_window
+        t_pre = (1 - share) * t_pre + share * prefill_ms(
+            rf, np.minimum(kv, w), chunk, q, kvh, d, kvb
+        )
+        t_dec = (1 - share) * t_dec + share * decode_ms(rf, b, np.minimum(kvd, w), q, kvh, d, kvb)
+    prefill = frame(PREFILL_COLUMNS, kv, chunk, t_pre)
+    decode = frame(DECODE_COLUMNS, b, kvd, t_dec)
+    moe_prov = {}
+    if model.moe is not None:
+        moe_prov = _moe_parts(parts, rf, model, device, node, tp, attention_dp, moe_ep, precision)
 
     row_bytes = TOKEN_COUNTS * float(model.embedding_dim * BF16_BYTES)
     all_reduce = empty_frame(COMM_COLUMNS)
@@ -202,9 +237,42 @@ def load(
             "attention_overhead_ms": ATTENTION_OVERHEAD_MS,
         },
     }
+    if model.moe is not None:
+        provenance["moe"] = moe_prov
+        provenance["layer_weights"] = layer_weights(model)
+    if share:
+        provenance["sliding_window"] = {"window": model.sliding_window, "layer_share": share}
     return OperatorSamples(
         SOURCE, token_ops_frame(parts), decode, prefill, all_reduce, send_recv, provenance
     )
+
+
+def _moe_parts(parts, rf, model, device, node, tp, dp, ep, precision) -> dict:
+    """The MoE ops of one MoE layer (roofline). Mutates: parts."""
+    par = moe_parallel(model, tp, dp, ep)
+    x = model.moe
+    dtype = EXPERT_DTYPES[expert_format(model, precision)]
+    n = TOKEN_COUNTS
+    e = model.embedding_dim
+    parts["moe_experts"] = (n, model_roofline_ms(device, dtype, model, par, n * dp))
+    parts["moe_router"] = (n, gemm_ms(Roofline.of(device, "bf16"), n, x.num_experts, e))
+    if x.num_shared_experts:
+        hs = -(-x.num_shared_experts * x.shared_expert_dim // tp)
+        act = (3 * hs * BF16_BYTES * n) / rf.mem_bps * 1e3 + KERNEL_OVERHEAD_MS
+        parts["moe_shared"] = (n, gemm_ms(rf, n, 2 * hs, e) + gemm_ms(rf, n, e, hs) + act)
+    if dp > 1:  # a ring all-gather (reduce-scatter) moves half of a ring all-reduce's bytes
+        gathered = n * dp * float(e * BF16_BYTES)
+        half = allreduce_ms(node, dp, gathered) / 2
+        parts["moe_dispatch"] = (n, half)
+        parts["moe_combine"] = (n, half)
+    prov = {
+        "moe_tp": par.moe_tp, "moe_ep": par.moe_ep, "attention_dp": dp, "moe_dtype": dtype,
+        "distribution": "balanced", "rule": "roofline",
+    }  # fmt: skip
+    if dp > 1:
+        prov["moe_dispatch"] = f"ring all-gather over {dp} GPUs (roofline)"
+        prov["moe_combine"] = f"ring reduce-scatter over {dp} GPUs (roofline)"
+    return prov
 
 
 def available() -> dict:

@@ -17,8 +17,9 @@ from vidur_fast.errors import ConfigError, UserError
 from vidur_fast.validation.bench_csv import BenchRow
 from vidur_fast.validation.run import ValidateConfig, aggregate, resolve_device, row_config
 from vidur_fast.validation.silicon.campaigns import Campaign, campaign_for, client_lengths
+from vidur_fast.validation.silicon.moe_campaigns import moe_campaign_for
 from vidur_fast.validation.silicon.physics import check_row
-from vidur_fast.validation.silicon.sample import SiliconRow, read_silicon_sample
+from vidur_fast.validation.silicon.sample import SiliconRow, is_moe, read_silicon_sample
 
 # GEMM precisions the timing tables are fitted for (PredictorConfig.precision)
 MODELLED_PRECISIONS = ("bf16", "fp8", "fp8_block", "nvfp4")
@@ -103,6 +104,8 @@ def group_key(r: SiliconRow) -> tuple[str, str, str]:
 def _prefilter(r: SiliconRow) -> str:
     if r.skipped:
         return r.skipped
+    if is_moe(r.bench.model):  # simulated in the checkpoint's formats (sample.moe_row_settings)
+        return ""
     if r.precision not in MODELLED_PRECISIONS:
         return (
             f"precision {r.precision}: not in the timing model (modelled: "
@@ -141,6 +144,8 @@ def _simulate(
         cfg = row_config(b, sim_cfg)
         if camp is not None and camp.kv_cache_dtype:
             cfg = replace(cfg, predictor=replace(cfg.predictor, kv_cache_dtype=camp.kv_cache_dtype))
+        if camp is not None and getattr(camp, "moe_kernel", ""):
+            cfg = replace(cfg, predictor=replace(cfg.predictor, moe_kernel=camp.moe_kernel))
         if camp is not None and camp.async_scheduling is not None:
             sched = replace(cfg.scheduler, async_scheduling=camp.async_scheduling)
             cfg = replace(cfg, scheduler=sched)
@@ -174,7 +179,7 @@ def _simulate_rows(rows, cfg: SiliconValidateConfig, sim_cfg: ValidateConfig, tm
         b = r.bench
         reason = _prefilter(r)
         sim_ttft = sim_tpot = math.nan
-        camp = campaign_for(r)
+        camp = campaign_for(r) or moe_campaign_for(r)
         if not reason and camp is not None and camp.held_out and cfg.campaign_facts:
             if not cfg.prompt_pool:
                 reason = f"held out: {camp.held_out}"
@@ -183,7 +188,7 @@ def _simulate_rows(rows, cfg: SiliconValidateConfig, sim_cfg: ValidateConfig, tm
                 b, sim_cfg, camp if cfg.campaign_facts else None, tmp, cfg.prompt_pool
             )
         phys = None
-        if not r.skipped:
+        if not r.skipped and not is_moe(b.model):  # the check counts dense layers
             try:
                 device = resolve_device(b.device)
             except UserError:

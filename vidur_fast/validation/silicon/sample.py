@@ -130,6 +130,56 @@ def _ms(path: Path, i: int, col: str, v) -> float:
     return x
 
 
+def moe_row_settings(path: Path, i: int, rec: dict, model: str, tp: int):
+    """(attention_dp, moe_ep, GEMM precision, skip reason) of a MoE row.
+
+    The corpus states moe_tp_size and moe_ep_size and, on most campaigns, attention_dp_size;
+    where that is empty the DP degree is the one the expert split implies (vLLM splits the
+    experts over all tp x dp GPUs: moe_tp x moe_ep = tp x dp). The GEMM precision of the
+    attention and dense layers is the checkpoint's (gpt-oss keeps attention in bf16 although
+    the corpus labels its rows nvfp4); the experts run in the checkpoint's expert format."""
+    from vidur_fast.catalog import get_model
+    from vidur_fast.errors import UserError
+
+    dp = _int(path, i, "attention_dp_size", rec.get("attention_dp_size"))
+    mtp = _int(path, i, "moe_tp_size", rec.get("moe_tp_size"))
+    mep = _int(path, i, "moe_ep_size", rec.get("moe_ep_size")) or 1
+    if dp is None:
+        dp = (mtp or tp) * mep // tp if ((mtp or tp) * mep) % tp == 0 else 1
+    stated = re.search(r"_tp(\d+)(?:_0)?_ep(\d+)(?:_0)?_", _str(rec.get("id")))
+    if stated and (int(stated.group(1)), int(stated.group(2))) != (tp, mep):
+        # InferenceX rows filed with attention DP: the id (the sweep's own label) states
+        # tp{N}_ep{M} on N GPUs while the columns state tp x dp = 16 GPUs; their
+        # measurements repeat the same sweep's rows filed without DP
+        why = (
+            f"the id states tp{stated.group(1)} ep{stated.group(2)}, the columns tp_size {tp} "
+            f"x attention_dp_size {dp} with moe_ep_size {mep}: the GPU count is not recorded "
+            "consistently"
+        )
+        return dp, mep, "", why
+    if mtp is not None and mtp * mep != tp * dp:
+        return (
+            dp,
+            mep,
+            "",
+            (
+                f"moe_tp_size x moe_ep_size = {mtp} x {mep} is not tp_size x attention_dp_size "
+                f"= {tp} x {dp}"
+            ),
+        )
+    try:
+        spec = get_model(model)
+    except UserError as exc:
+        return dp, mep, "", str(exc).splitlines()[0]
+    if spec.quantization and "attention" in spec.quantized_groups:
+        prec = spec.quantization
+    elif spec.quantization:
+        prec = ""  # only the experts (and MLPs) are quantized: attention stays bf16
+    else:
+        prec = stated_quantization(model) or ""
+    return dp, mep, prec, ""
+
+
 def read_silicon_sample(path: str | Path | None = None) -> list[SiliconRow]:
     """Every row of a silicon corpus file (default: the installed package's)."""
     path = Path(path) if path is not None else sample_path()
@@ -158,12 +208,15 @@ def read_silicon_sample(path: str | Path | None = None) -> list[SiliconRow]:
             _str(rec["gemm_quant_mode"]) or _str(rec["precision"]) or stated_quantization(model)
         ).lower() or "bf16"
         skipped = ""
+        dp, ep, sim_precision = 1, 1, "" if precision == "bf16" else precision
+        if is_moe(model):
+            dp, ep, sim_precision, skipped = moe_row_settings(path, i, rec, model, tp or 1)
         if mode != "agg":
             skipped = f"mode {mode or '(empty)'}: only aggregated serving (agg) is modelled"
         elif backend != "vllm":
             skipped = f"backend {backend}: only vllm is modelled (vLLM v1 scheduler and kernels)"
-        elif is_moe(model):
-            skipped = f"model {model}: mixture-of-experts layers are not modelled"
+        elif skipped:
+            pass
         elif tp is None or (conc or batch) is None:
             skipped = "tp_size/batch_size empty"
         bench = BenchRow(
@@ -176,7 +229,7 @@ def read_silicon_sample(path: str | Path | None = None) -> list[SiliconRow]:
             concurrency=conc or batch or 1,
             isl=_int(path, i, "isl", rec["isl"]) or 1,
             osl=_int(path, i, "osl", rec["osl"]) or 1,
-            precision="" if precision == "bf16" else precision,
+            precision=sim_precision,
             kv_cache_dtype="",
             backend=backend,
             backend_version=_str(rec["backend_version"]),
@@ -184,6 +237,8 @@ def read_silicon_sample(path: str | Path | None = None) -> list[SiliconRow]:
             num_requests=0,
             ttft_ms=_ms(path, i, "silicon_ttft_ms", rec["silicon_ttft_ms"]),
             tpot_ms=_ms(path, i, "silicon_tpot_ms", rec["silicon_tpot_ms"]),
+            attention_dp=dp,
+            moe_ep=ep,
         )
         rows.append(
             SiliconRow(

@@ -1,0 +1,141 @@
+"""MoE and sliding-window timing: expert split, layer shares, the measured expert curve and its
+nearest-shape rule, attention-DP token scaling, window pairs, and the one-rank DP rule of the
+validator (a scripted lockstep case)."""
+
+import numpy as np
+import pytest
+
+from vidur_fast.catalog import get_device, get_model
+from vidur_fast.catalog.arch import moe_parallel
+from vidur_fast.errors import ConfigError
+from vidur_fast.timing.sources._aic_data import get_system
+from vidur_fast.timing.sources._aic_moe import (
+    expert_curve,
+    expert_format,
+    expert_roofline_ms,
+    layer_weights,
+    moe_rows,
+    tokens_curve,
+)
+from vidur_fast.timing.sources.aiconfigurator import equivalent_chunk_pairs, window_pairs
+
+
+def test_expert_split():
+    m = get_model("Qwen/Qwen3-235B-A22B")
+    p = moe_parallel(m, tp=2, dp=2, ep=1)
+    assert (p.moe_tp, p.moe_ep) == (4, 1)
+    assert moe_parallel(m, tp=4, dp=1, ep=4).moe_tp == 1
+    with pytest.raises(ConfigError, match="does not divide"):
+        moe_parallel(m, 4, 1, 3)
+    with pytest.raises(ConfigError, match="moe_tp x moe_ep must equal tp x attention_dp"):
+        moe_parallel(m, 2, 1, 4)
+
+
+def test_layer_shares_and_formats():
+    kimi = get_model("moonshotai/Kimi-K2.5")  # 1 dense layer, then 60 MoE layers
+    w = layer_weights(kimi)
+    assert w["mlp_up_proj"] == pytest.approx(1 / 61) and w["moe_experts"] == pytest.approx(60 / 61)
+    assert expert_format(kimi, "bf16") == "int4_wo"
+    assert expert_format(get_model("openai/gpt-oss-120b"), "bf16") == "mxfp4"
+    assert expert_format(get_model("Qwen/Qwen3-30B-A3B"), "fp8_block") == "fp8_block"
+
+
+def _curve(model, device, tp, dp, ep, fmt, routing="power_law_1.2"):
+    m, dev = get_model(model), get_device(device)
+    _, _, rows = moe_rows(get_system(dev.aiconfigurator_system), "vllm")
+    return expert_curve(rows, dev, m, moe_parallel(m, tp, dp, ep), fmt, routing, "t")
+
+
+def test_exact_measured_shape_and_routing():
+    n, t, prov = _curve("Qwen/Qwen3-235B-A22B", "h200", 4, 1, 1, "fp8_block")
+    assert prov["exact"] and prov["moe_dtype"] == "fp8_block"
+    assert np.all(np.diff(n) > 0) and np.all(t > 0)
+    _, tb, pb = _curve("Qwen/Qwen3-235B-A22B", "h200", 4, 1, 1, "fp8_block", "balanced")
+    assert pb["distribution"] == "balanced" and not np.allclose(t, tb)
+
+
+def test_nearest_shape_is_scaled_and_recorded():
+    # MiniMax-M2.5 at moe_tp 8: fp8_block (3072, 1536) is measured up to moe_tp 4 only
+    n, t, prov = _curve("MiniMaxAI/MiniMax-M2.5", "h200", 8, 1, 1, "fp8_block")
+    assert not prov["exact"] and "roofline ratio" in prov["rule"]
+    assert prov["measured_shape"] != prov["shape"]
+    n4, t4, _ = _curve("MiniMaxAI/MiniMax-M2.5", "h200", 4, 1, 1, "fp8_block")
+    big = n == 16384
+    assert t[big][0] < t4[n4 == 16384][0]  # half the expert width per GPU: less work
+
+
+def test_dp_ranks_share_the_experts():
+    n = np.array([1, 2, 4, 8, 16])
+    t = np.array([1.0, 2.0, 4.0, 8.0, 16.0])
+    assert np.allclose(tokens_curve(n, t, np.array([2, 4]), dp=2), [4.0, 8.0])
+    assert np.allclose(tokens_curve(n, t, np.array([32]), dp=1), [32.0])  # linear beyond
+
+
+def test_expert_roofline_is_weight_bound_at_few_tokens():
+    h100 = get_device("h100")
+    one = expert_roofline_ms(h100, "bfloat16", [1], 2048, 768, 8, 128)[0]
+    many = expert_roofline_ms(h100, "bfloat16", [16384], 2048, 768, 8, 128)[0]
+    touched = 128 * (1 - (1 - 1 / 128) ** 8)  # experts a token's 8 picks land on
+    weights = touched * 3 * 2048 * 768 * 2 / (h100.hbm_bandwidth_gbps * 1e9 * 0.8) * 1e3
+    assert one == pytest.approx(weights + 0.006, rel=0.02)  # + two kernel launches
+    assert many > 30 * one  # compute-bound at 16K tokens
+
+
+def test_window_pairs():
+    kv, c = np.array([0, 0, 100]), np.array([64, 300, 10])
+    causal = c * kv + c * (c + 1) / 2
+    assert np.allclose(window_pairs(kv, c, 10**6), causal)
+    w = 128
+    assert window_pairs(0, 300, w) == pytest.approx(w * (w + 1) / 2 + (300 - w) * w)
+    assert window_pairs(1000, 10, w) == pytest.approx(10 * w)
+    assert equivalent_chunk_pairs(36) == pytest.approx(8)
+
+
+def test_dp_rank_share_of_a_closed_loop():
+    # scripted lockstep case: 5 clients over 2 DP ranks -> the busier rank's 3 are simulated,
+    # with the expert split passed to the timing
+    from vidur_fast.validation.bench_csv import BenchRow
+    from vidur_fast.validation.run import ValidateConfig, row_config
+
+    row = BenchRow(0, "r", "Qwen/Qwen3-235B-A22B-FP8", "h200", 1, 1, 5, 1000, 100,
+                   "fp8_block", "", "vllm", "0.12.0", "agg", 0, 100.0, 10.0,
+                   attention_dp=2, moe_ep=1)  # fmt: skip
+    cfg = row_config(row, ValidateConfig(csv=""))
+    assert cfg.workload.concurrency == 3
+    assert (cfg.predictor.attention_dp, cfg.predictor.moe_ep) == (2, 1)
+    dense = row_config(
+        BenchRow(0, "d", "Qwen/Qwen3-32B", "h100", 2, 1, 5, 1000, 100, "", "", "vllm", "0.12.0",
+                 "agg", 0, 100.0, 10.0), ValidateConfig(csv="")
+    )  # fmt: skip
+    assert dense.workload.concurrency == 5 and dense.predictor.attention_dp == 1
+
+
+def test_kernel_preference_takes_that_kernels_nearest_shape():
+    # gpt-oss's shape is measured with the Triton MXFP4 kernel only; Marlin at another shape
+    n, t, prov = _curve("openai/gpt-oss-120b", "h200", 4, 1, 1, "mxfp4")
+    m = get_model("openai/gpt-oss-120b")
+    dev = get_device("h200")
+    _, _, rows = moe_rows(get_system(dev.aiconfigurator_system), "vllm")
+    nm, tm, pm = expert_curve(
+        rows, dev, m, moe_parallel(m, 4, 1, 1), "mxfp4", "power_law_1.2", "t", kernel="marlin"
+    )
+    assert prov["exact"] and not pm["exact"] and "marlin" in pm["kernel"][0]
+    assert tm[nm == 8192][0] > 1.5 * t[n == 8192][0]  # Marlin: slower at prefill sizes
+
+
+def test_mla_module_tables_time_kimi():
+    from vidur_fast.catalog import default_node_for, get_node
+    from vidur_fast.timing.sources import load_samples
+
+    m = get_model("moonshotai/Kimi-K2.5")
+    s = load_samples(
+        "aiconfigurator", m, get_device("h200"), get_node(default_node_for("h200")), 8, 1
+    )
+    assert s.provenance["mla"]["local_heads"] == 8
+    ops = set(s.token_ops.op.unique())
+    assert "attn_pre_proj" not in ops and "attn_post_proj" not in ops  # inside the module
+    assert {"moe_experts", "moe_router", "moe_shared"} <= ops
+    dec = s.decode.set_index(["batch_size", "kv_len"]).time_ms
+    assert dec[(8, 8192)] > dec[(8, 1024)] > 0
+    pre = s.prefill.set_index(["kv_len", "chunk"]).time_ms
+    assert pre[(0, 8192)] > pre[(0, 1024)] > 0

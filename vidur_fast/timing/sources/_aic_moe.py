@@ -1,0 +1,244 @@
+"""Mixture-of-experts layers from aiconfigurator's measured tables (and a roofline where a
+device has none).
+
+A MoE layer on one GPU is timed as the sum of
+    attention part          as for a dense layer (the caller's token ops and attention grids)
+    moe_router              the gate GEMM, tokens x hidden -> experts, bf16, replicated
+    moe_experts             the fused expert kernel of the backend's `moe_perf` table, looked up
+                            at the tokens of every attention-DP rank (they share the experts),
+                            for the model's (hidden, expert width, top-k, experts), moe_tp,
+                            moe_ep, expert dtype and routing distribution
+    moe_shared              shared experts as dense GEMMs (split over TP) and their activation
+    moe_dispatch/combine    with attention DP > 1: NCCL all-gather of the DP ranks' tokens
+                            before the experts and reduce-scatter of their outputs after; with
+                            one DP rank every TP rank already holds all tokens and the layer's
+                            TP all-reduce combines the experts' partial outputs
+A shape the table lacks takes the nearest measured one (log distance over hidden size, per-GPU
+expert width, per-GPU top-k and local experts) scaled by the ratio of the two shapes' roofline
+times at each token count; the match is recorded in the provenance.
+"""
+
+import numpy as np
+import pandas as pd
+
+from vidur_fast.catalog import DeviceSpec, ModelSpec
+from vidur_fast.catalog.arch import DENSE, MOE, MoEParallel, mlp_kinds
+from vidur_fast.timing.sources._aic_data import (
+    SOURCE,
+    AicSystem,
+    pick_fastest_kernel,
+    read_table,
+    table_versions,
+)
+from vidur_fast.timing.sources._common import BF16_BYTES, interp_loglog, join, profile_error
+
+MOE_TABLE = "moe_perf.parquet"
+MOE_OPS = ("moe_router", "moe_experts", "moe_shared", "moe_dispatch", "moe_combine")
+# expert weight format (checkpoint quantization or predictor.precision) -> moe_dtype of the
+# measured kernels: gpt-oss's MXFP4 experts run vLLM's w4a16 MXFP4 kernel on Hopper and
+# Blackwell, int4 weight-only checkpoints (Kimi-K2.x) the Marlin WNA16 kernel
+EXPERT_DTYPES = {
+    "bf16": "bfloat16",
+    "fp16": "bfloat16",
+    "fp8": "fp8",
+    "fp8_block": "fp8_block",
+    "mxfp4": "w4a16_mxfp4",
+    "nvfp4": "nvfp4",
+    "int4_wo": "int4_wo",
+}
+# bytes per stored expert weight (scales included) and the tensor-core peak each runs at
+WEIGHT_BYTES = {
+    "bfloat16": 2.0, "fp8": 1.0, "fp8_block": 1.0 + 4 / 128**2, "w4a16_mxfp4": 0.5 + 1 / 32,
+    "nvfp4": 0.5 + 1 / 16, "int4_wo": 0.5 + 2 / 128,
+}  # fmt: skip
+PEAK = {
+    "bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "w4a16_mxfp4": "bf16",
+    "nvfp4": "fp4", "int4_wo": "bf16",
+}  # fmt: skip
+ROOF_FLOP_EFF, ROOF_MEM_EFF, ROOF_KERNEL_MS = 0.8, 0.8, 0.003
+KEYS = ("hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size")
+
+
+def expert_format(model: ModelSpec, precision: str) -> str:
+    """The routed experts' weight format: the checkpoint's when it quantizes them, else the
+    predictor's GEMM precision."""
+    if model.quantization and "experts" in model.quantized_groups:
+        return model.quantization
+    return precision
+
+
+def layer_weights(model: ModelSpec) -> dict[str, float]:
+    """Share of the layers each MLP-side op runs in (the grids hold one mean layer): the dense
+    MLP ops in the dense layers, the MoE ops in the MoE layers."""
+    kinds = mlp_kinds(model)
+    n = len(kinds)
+    dense = kinds.count(DENSE) / n
+    moe = kinds.count(MOE) / n
+    out = {op: dense for op in ("mlp_up_proj", "mlp_down_proj", "mlp_act")}
+    out.update({op: moe for op in MOE_OPS})
+    return out
+
+
+# ---- roofline of one expert kernel call ----
+
+
+def peak_flops(device: DeviceSpec, dtype: str) -> float:
+    kind = PEAK[dtype]
+    if kind == "bf16":
+        return device.peak_bf16_tflops * 1e12
+    if device.peak_fp8_tflops <= 0:
+        raise profile_error(SOURCE, f"{device.name} has no fp8 tensor cores for {dtype} experts")
+    return device.peak_fp8_tflops * 1e12 * (2 if kind == "fp4" else 1)
+
+
+def expert_roofline_ms(
+    device: DeviceSpec,
+    dtype: str,
+    tokens,
+    hidden: int,
+    local_inter: float,
+    pairs_per_token: float,
+    local_experts: float,
+) -> np.ndarray:
+    """max(FLOPs / peak, bytes / HBM) of one GPU's fused expert kernel at `tokens` tokens:
+    each token goes through pairs_per_token local experts (gate+up and down GEMMs of
+    local_inter width); the weights of the local experts that receive a token are read once
+    (expected count with uniform routing), activations in and out in bf16."""
+    n = np.asarray(tokens, dtype=np.float64)
+    pairs = n * pairs_per_token
+    touched = local_experts * (1.0 - (1.0 - 1.0 / local_experts) ** pairs)
+    flops = 2.0 * pairs * 3 * hidden * local_inter
+    nbytes = touched * 3 * hidden * local_inter * WEIGHT_BYTES[dtype]
+    nbytes = nbytes + 2 * n * hidden * BF16_BYTES + 2 * pairs * hidden * BF16_BYTES
+    bw = device.hbm_bandwidth_gbps * 1e9
+    compute = flops / (peak_flops(device, dtype) * ROOF_FLOP_EFF)
+    t = np.maximum(compute, nbytes / (bw * ROOF_MEM_EFF))
+    return t * 1e3 + 2 * ROOF_KERNEL_MS
+
+
+def _shape_terms(h, inter, topk, experts, mtp, mep) -> tuple[float, float, float, float]:
+    return float(h), inter / mtp, topk / mep, experts / mep
+
+
+def model_roofline_ms(device, dtype, model: ModelSpec, par: MoEParallel, tokens) -> np.ndarray:
+    x = model.moe
+    terms = _shape_terms(
+        model.embedding_dim, x.expert_dim, x.top_k, x.num_experts, par.moe_tp, par.moe_ep
+    )
+    return expert_roofline_ms(device, dtype, tokens, *terms)
+
+
+# ---- measured tables ----
+
+
+def moe_rows(system: AicSystem, backend: str) -> tuple[str | None, object, pd.DataFrame | None]:
+    """(version, path, rows) of the newest moe_perf table of `backend` (None: none measured)."""
+    versions = table_versions(system, "moe", backend, MOE_TABLE)
+    if not versions:
+        return None, None, None
+    path = system.data_dir / "moe" / backend / versions[0] / MOE_TABLE
+    cols = ("moe_dtype", "num_tokens", *KEYS, "distribution", "latency")
+    return versions[0], path, read_table(path, cols, ("kernel_source",))
+
+
+def expert_curve(
+    rows: pd.DataFrame,
+    device: DeviceSpec,
+    model: ModelSpec,
+    par: MoEParallel,
+    fmt: str,
+    routing: str,
+    where: str,
+    kernel: str = "",
+) -> tuple[np.ndarray, np.ndarray, dict]:
+    """(measured token counts, ms, provenance) of the model's fused expert kernel on one GPU:
+    the exact measured shape, else the nearest one scaled by the roofline ratio; kernel: only
+    measured kernels whose name contains it."""
+    dtype = EXPERT_DTYPES.get(fmt)
+    have = sorted(rows.moe_dtype.unique())
+    if dtype is None or dtype not in have:
+        raise profile_error(
+            SOURCE,
+            f"{where} has no MoE kernels for {fmt} experts of {model.name}; measured expert "
+            f"dtypes: {join(have)}",
+        )
+    sel = rows[(rows.moe_dtype == dtype) & (rows.distribution == routing)]
+    if sel.empty:
+        raise profile_error(
+            SOURCE,
+            f"{where} has no {dtype} MoE rows with distribution {routing}; distributions: "
+            f"{join(sorted(rows[rows.moe_dtype == dtype].distribution.unique()))}",
+        )
+    if kernel:
+        names = sel.kernel_source.astype(str) if "kernel_source" in sel else None
+        if names is None or not names.str.contains(kernel, regex=False).any():
+            have_k = sorted(set(names)) if names is not None else []
+            raise profile_error(
+                SOURCE,
+                f"{where} has no {dtype} MoE kernel named like {kernel!r} (predictor.moe_kernel);"
+                f" kernels: {join(have_k)}",
+            )
+        sel = sel[names.str.contains(kernel, regex=False)]
+    x = model.moe
+    want = (model.embedding_dim, x.expert_dim, x.top_k, x.num_experts, par.moe_tp, par.moe_ep)
+    combos = sel[list(KEYS)].drop_duplicates()
+    target = np.log(_shape_terms(*want))
+
+    def dist(c) -> float:
+        return float(np.abs(np.log(_shape_terms(*c)) - target).sum())
+
+    cands = [tuple(int(v) for v in c) for c in combos.itertuples(index=False)]
+    exact = want in cands
+    best = want if exact else min(cands, key=lambda c: (dist(c), [-v for v in c]))
+    keep = np.ones(len(sel), dtype=bool)
+    for k, v in zip(KEYS, best, strict=True):
+        keep &= sel[k].to_numpy() == v
+    curve = pick_fastest_kernel(sel[keep], ["num_tokens"]).sort_values("num_tokens")
+    n = curve.num_tokens.to_numpy(dtype=np.int64)
+    t = curve.latency.to_numpy(dtype=np.float64)
+    if not exact:
+        ratio = model_roofline_ms(device, dtype, model, par, n) / expert_roofline_ms(
+            device, dtype, n, *_shape_terms(*best)
+        )
+        t = t * ratio
+    prov = {
+        "moe_dtype": dtype,
+        "distribution": routing,
+        "shape": dict(zip(KEYS, want, strict=True)),
+        "measured_shape": dict(zip(KEYS, best, strict=True)),
+        "exact": exact,
+    }
+    if kernel:
+        prov["kernel"] = sorted(set(sel[keep].kernel_source.astype(str)))
+    if not exact:
+        prov["rule"] = "nearest measured shape scaled by the roofline ratio"
+    return n, t, prov
+
+
+def tokens_curve(n: np.ndarray, t: np.ndarray, tokens: np.ndarray, dp: int) -> np.ndarray:
+    """Expert time at `tokens` per DP rank: every DP rank's tokens reach the experts, so the
+    kernel runs at tokens x dp (log-log between measured counts, linear beyond the largest)."""
+    return interp_loglog(np.asarray(tokens, dtype=np.float64) * dp, n, t, above_exponent=1.0)
+
+
+def nccl_curve(system: AicSystem, op: str, gpus: int) -> tuple[str, np.ndarray, np.ndarray]:
+    """(version, message elements, ms) of a half-precision NCCL collective on `gpus` GPUs."""
+    versions = table_versions(system, "comm", "nccl", "nccl_perf.parquet")
+    pinned = str((system.spec.get("misc") or {}).get("nccl_version", ""))
+    measured = set()
+    for v in sorted(versions, key=lambda v: v != pinned):
+        path = system.data_dir / "comm" / "nccl" / v / "nccl_perf.parquet"
+        df = read_table(path, ("op_name", "num_gpus", "message_size", "latency"), ("nccl_dtype",))
+        rows = df[df.op_name == op]
+        if "nccl_dtype" in rows:
+            rows = rows[rows.nccl_dtype == "half"]
+        measured |= set(rows.num_gpus.astype(int))
+        rows = rows[rows.num_gpus == gpus]
+        if not rows.empty:
+            curve = rows.groupby("message_size", as_index=False).latency.median()
+            return v, curve.message_size.to_numpy(), curve.latency.to_numpy()
+    raise profile_error(
+        SOURCE,
+        f"no NCCL {op} measurements on {gpus} GPUs for {system.name} (attention DP "
+        f"dispatch/combine); measured GPU counts: {join(sorted(measured))}",
+    )

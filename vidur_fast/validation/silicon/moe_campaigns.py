@@ -1,0 +1,97 @@
+"""What the MoE campaigns of the silicon corpus ran (the MoE counterpart of campaigns.py).
+
+The gpt-oss-120b, MiniMax-M2.5 and Kimi-K2.5 rows on H100 / H200 come from the public
+InferenceMAX / InferenceX sweep (the same `source_file=<date>.csv; model=...` records and
+isl/osl grid 1024/1024, 1024/8192, 8192/1024 as its Llama-70B rows, `vllm/vllm-openai`
+images 0.16-0.18) or from a dump of the same sweep's database (`db-dump/...; config_id=...`,
+same grid and images; the `kimi-k2.5-gap-analysis.csv` rows repeat 15 of its Kimi-K2.5 rows
+value for value). What its published scripts state: the shared client
+(`benchmark_serving.py --dataset-name random --random-range-ratio 0.8 --num-prompts
+10*CONC --max-concurrency CONC --ignore-eos`); the gpt-oss servers run `vllm serve` with
+`no-enable-prefix-caching`, `max-num-batched-tokens 8192` and `--max-num-seqs CONC`, no
+KV-cache dtype flag (so the model's bf16 cache) and no `--async-scheduling` flag, which vLLM
+turns on by default from 0.12 on, and the client samples greedily (no sampler terms), as for
+the campaign facts of the Llama-70B rows. Nothing here is fitted to the measurements.
+"""
+
+import re
+from dataclasses import dataclass
+
+from vidur_fast.validation.silicon.campaigns import Campaign
+from vidur_fast.validation.silicon.sample import SiliconRow, is_moe
+
+
+@dataclass(frozen=True)
+class MoECampaign(Campaign):
+    moe_kernel: str = ""
+    """The MoE kernel family the campaign's servers ran (predictor.moe_kernel; "" = the
+    fastest measured)."""
+    systems: tuple[str, ...] = ()
+    """Only rows of these systems (() = all)."""
+
+
+MOE_CAMPAIGNS: tuple[Campaign, ...] = (
+    Campaign(
+        name="inferencex-moe-c512",
+        pattern=r"source_file=\d{4}-\d{2}-\d{2}\.csv; model=GPT-OSS-120B; silicon_concurrency=512",
+        description="gpt-oss-120b runs at 512 clients filed with the InferenceX sweep",
+        held_out=(
+            "512 clients: the only rows of the sweep above 128 clients, recorded with vLLM "
+            "0.11.2 or no image; a TTFT of 20-460 s beside a TPOT of 3.6-27 ms is not a closed "
+            "loop of 512 clients on a server that admits 512 sequences (--max-num-seqs CONC), "
+            "and these runs' server settings are not published"
+        ),
+    ),
+    MoECampaign(
+        name="inferencex-gpt-oss-hopper",
+        pattern=(r"source_file=\d{4}-\d{2}-\d{2}\.csv; model=GPT-OSS"),
+        description=(
+            "public InferenceMAX/InferenceX sweep, gpt-oss-120b (vllm/vllm-openai 0.18, "
+            "VLLM_MXFP4_USE_MARLIN=1, async scheduling on by default, no prefix caching, bf16 "
+            "KV cache); client benchmark_serving.py --random-range-ratio 0.8 --num-prompts "
+            "10*CONC"
+        ),
+        length_range_ratio=0.8,
+        requests_per_client=10,
+        prefix_caching=False,
+        prompts_repeat=False,
+        async_scheduling=True,  # vLLM's default from 0.12 on
+        # benchmark_serving.py's OpenAI request functions send "temperature": 0.0
+        greedy=True,
+        moe_kernel="marlin",
+        systems=("h100_sxm", "h200_sxm"),  # vLLM refuses the Marlin MXFP4 path on Blackwell
+    ),
+    Campaign(
+        name="inferencex-moe",
+        pattern=(
+            r"(source_file=\d{4}-\d{2}-\d{2}\.csv; model=(GPT-OSS|MiniMax|Kimi)|"
+            r"db-dump/\d{4}-\d{2}-\d{2}; config_id=.*vllm/vllm-openai|"
+            # its 15 measurements repeat the sweep's 2026-04-06 Kimi-K2.5 H200 rows exactly
+            r"source_file=kimi-k2\.5-gap-analysis\.csv)"
+        ),
+        description=(
+            "public InferenceMAX/InferenceX sweep of MoE models (vllm/vllm-openai 0.16-0.18, "
+            "async scheduling on by default, no prefix caching, bf16 KV cache); client "
+            "benchmark_serving.py --random-range-ratio 0.8 --num-prompts 10*CONC"
+        ),
+        length_range_ratio=0.8,
+        requests_per_client=10,
+        prefix_caching=False,
+        prompts_repeat=False,
+        async_scheduling=True,  # vLLM's default from 0.12 on
+        # benchmark_serving.py's OpenAI request functions send "temperature": 0.0
+        greedy=True,
+    ),
+)
+
+
+def moe_campaign_for(row: SiliconRow) -> Campaign | None:
+    """The MoE campaign of a MoE row (None for dense rows and unrecognised campaigns)."""
+    if not is_moe(row.bench.model):
+        return None
+    for c in MOE_CAMPAIGNS:
+        if getattr(c, "systems", ()) and row.bench.device not in c.systems:
+            continue
+        if re.search(c.pattern, row.source):
+            return c
+    return None
