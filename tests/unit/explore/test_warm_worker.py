@@ -102,4 +102,4 @@ def test_missing_kernels_are_compiled_once_before_the_workers_start(
     err = capsys.readouterr().err
     assert err.count("compiling the kernels once before the workers start") == 1
     assert "compiling the simulation loop" in err
-    assert err.index("compiling the kernels once") < err.rindex("sweep: ")  # before the closing line
+    assert err.index("compiling the kernels once") < err.rindex("sweep: ")
