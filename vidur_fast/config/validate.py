@@ -9,10 +9,13 @@ with the stage that derives it.
 """
 
 import math
+from contextlib import contextmanager
 
 from vidur_fast.catalog import default_node_for, get_device, get_model, get_node
 from vidur_fast.config.predictor import PredictorConfig
 from vidur_fast.config.sim import (
+    POOL_FIELDS,
+    POOL_ROLES,
     ClusterConfig,
     FasterTransformerScheduler,
     LightLLMScheduler,
@@ -25,6 +28,8 @@ from vidur_fast.config.sim import (
     TolerantStickyLopUncachedRouter,
     VllmV0Scheduler,
     VllmV1Scheduler,
+    cluster_pools,
+    pool_cluster,
 )
 from vidur_fast.config.validate_workload import validate_workload
 from vidur_fast.errors import ConfigError
@@ -41,8 +46,12 @@ MAX_GRID_CELLS = 2**27
 def validate_config(cfg: SimConfig) -> None:
     """Raise ConfigError naming the first invalid field of cfg; return None when all are valid."""
     validate_predictor(cfg.predictor)
-    validate_cluster(cfg.cluster)
-    validate_scheduler(cfg.scheduler, cfg.cluster)
+    validate_pools(cfg.cluster)
+    for k, pool in enumerate(cluster_pools(cfg.cluster)):
+        c = pool_cluster(cfg.cluster, pool)
+        with pool_errors(cfg.cluster, k):
+            validate_cluster(c)
+            validate_scheduler(cfg.scheduler, c)
     validate_router(cfg)
     if not (math.isfinite(cfg.time_limit_s) and cfg.time_limit_s >= 0):
         raise ConfigError(f"time_limit_s: must be a finite number >= 0 (got {cfg.time_limit_s})")
@@ -91,6 +100,55 @@ def validate_cluster(c: ClusterConfig) -> None:
     device = get_device(c.device)
     get_node(c.node or default_node_for(device.name))
     model.check_parallelism(c.tp, c.pp)
+
+
+def validate_pools(c: ClusterConfig) -> None:
+    """cluster.pools: each pool's role and replica count; with pools the cluster's own
+    placement fields stay at their defaults (each pool sets its own)."""
+    if not c.pools:
+        return
+    default = ClusterConfig()
+    for f in POOL_FIELDS:
+        if getattr(c, f) != getattr(default, f):
+            raise ConfigError(
+                f"cluster.{f}: set per pool when cluster.pools is given "
+                f"(cluster.pools[k].{f}; got {getattr(c, f)!r})"
+            )
+    total = 0
+    for k, pool in enumerate(c.pools):
+        if pool.role in ("prefill", "decode"):
+            raise ConfigError(
+                f"cluster.pools[{k}].role: {pool.role} pools (disaggregated prefill/decode "
+                "serving) are not simulated yet; use mixed"
+            )
+        if pool.role not in POOL_ROLES:
+            raise ConfigError(
+                f"cluster.pools[{k}].role: unknown role {pool.role!r}; one of mixed "
+                "(prefill and decode are not simulated yet)"
+            )
+        if pool.num_replicas <= 0:
+            raise ConfigError(
+                f"cluster.pools[{k}].num_replicas: must be > 0 (got {pool.num_replicas})"
+            )
+        total += pool.num_replicas
+    _at_most("cluster.pools: total num_replicas", total, MAX_REPLICAS)
+
+
+@contextmanager
+def pool_errors(c: ClusterConfig, k: int):
+    """Errors raised on pool k's single-pool view name that pool's field: `cluster.tp: ...`
+    becomes `cluster.pools[k].tp: ...`, any other gets a `cluster.pools[k]: ` prefix. Nothing
+    changes for a cluster without pools."""
+    try:
+        yield
+    except ConfigError as exc:
+        if not c.pools:
+            raise
+        msg = str(exc)
+        for f in (*POOL_FIELDS, "tp/pp"):
+            if msg.startswith(f"cluster.{f}:"):
+                raise ConfigError(f"cluster.pools[{k}].{msg[len('cluster.') :]}") from None
+        raise ConfigError(f"cluster.pools[{k}] ({c.pools[k].device}): {msg}") from None
 
 
 # ---- scheduler ----

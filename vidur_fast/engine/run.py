@@ -20,12 +20,14 @@ from vidur_fast.jit_start import start_numba_target
 from vidur_fast.kernels import loop
 from vidur_fast.kernels.closed_loop import ClosedLoop
 from vidur_fast.kernels.codes import (
+    BLK_NEXT,
     LS_DONE,
     LS_NEXT_REQ,
     LS_NOW,
     RunStatus,
 )
 from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_S
+from vidur_fast.kernels.pools import PoolParams, one_pool
 from vidur_fast.kernels.router import SESSION_ROUTERS
 from vidur_fast.kernels.state import KvPool, Reps, Reqs, SchedParams, max_running
 from vidur_fast.kernels.timing import TimingGrids, TimingParams
@@ -80,6 +82,17 @@ def _max_request_blocks(sp: SchedParams, prompt: np.ndarray, decode: np.ndarray)
     return min(sp.usable_blocks, -(-longest // sp.block_size) + 1)
 
 
+def _limit_pool_blocks(kv: KvPool, pools: PoolParams) -> None:
+    """Replicas of pools with fewer KV blocks than the largest: only their first blocks are in
+    the free queue (the rest of the pool's rows are never handed out)."""
+    for r, q in enumerate(pools.rep_pool):
+        blocks = int(pools.usable_blocks[q])
+        if blocks < kv.blk.shape[1]:
+            kv.blk[r, blocks - 1, BLK_NEXT] = NO_ID
+            kv.ftail[r] = blocks - 1
+            kv.nfree[r] = blocks
+
+
 def run_engine(
     arrival_s: np.ndarray,
     prompt: np.ndarray,
@@ -97,6 +110,7 @@ def run_engine(
     closed_loop: ClosedLoopPlan | None = None,
     hashes: np.ndarray | None = None,
     compress_batches: bool = True,
+    pools: PoolParams | None = None,
 ) -> EngineOutput:
     """Simulate until every request finished (or was rejected) or the time limit passed.
 
@@ -108,6 +122,8 @@ def run_engine(
     prefix_aware router read them); None = no hashes.
     compress_batches: compress spilled batch records for metrics.h5 while the loop runs (off
     when no metrics.h5 will be written: the CPU would be spent for nothing).
+    pools: a cluster of several pools (kernels/pools.py); sp then holds the largest pp and KV
+    block count (they size the state) and pools each replica's own. None = one pool.
     """
     import time
 
@@ -135,6 +151,10 @@ def run_engine(
         pool_blocks,
         _max_request_blocks(sp, prompt, decode),
     )
+    if pools is None:
+        pools = one_pool()
+    elif pool_blocks > 0:
+        _limit_pool_blocks(kv, pools)
     log = alloc_log(log_capacity)
     # the caller reads grids.counters afterwards, so that array is passed through as is
     tables = {k: kernel_array(v, v.dtype) for k, v in grids._asdict().items() if k != "counters"}
@@ -160,7 +180,9 @@ def run_engine(
         )
 
     def advance(max_steps: int) -> int:
-        return loop.run_nb(reqs, reps, kv, log, run, cl, grids, tparams, sp, limit_ns, max_steps)
+        return loop.run_nb(
+            reqs, reps, kv, log, run, cl, grids, tparams, sp, pools, limit_ns, max_steps
+        )
 
     # A zero-step call loads (or compiles) the kernels, so loop_s is simulation time only.
     t0 = time.perf_counter()
@@ -198,9 +220,7 @@ def run_engine(
     if closed_loop is not None:  # only released requests had to finish
         n_live = int(((reqs.arrival_ns != NEVER) & (rejected == 0)).sum())
     if n and status == RunStatus.DONE and n_live and int(lstate[LS_DONE]) != n_live:
-        raise RuntimeError(
-            f"engine finished with {n_live - int(lstate[LS_DONE])} requests stuck"
-        )
+        raise RuntimeError(f"engine finished with {n_live - int(lstate[LS_DONE])} requests stuck")
     cl_out = cl if closed_loop is not None else None
     return EngineOutput(
         reqs,
