@@ -32,7 +32,7 @@ from vidur_fast.config.sim import (
     pool_cluster,
 )
 from vidur_fast.config.validate_workload import validate_workload
-from vidur_fast.errors import ConfigError
+from vidur_fast.errors import ConfigError, UserError
 
 # Per-replica state is O(replicas x pp x batch cap); bound it so a typo fails fast instead of
 # exhausting memory.
@@ -136,19 +136,20 @@ def validate_pools(c: ClusterConfig) -> None:
 
 @contextmanager
 def pool_errors(c: ClusterConfig, k: int):
-    """Errors raised on pool k's single-pool view name that pool's field: `cluster.tp: ...`
-    becomes `cluster.pools[k].tp: ...`, any other gets a `cluster.pools[k]: ` prefix. Nothing
-    changes for a cluster without pools."""
+    """User errors raised on pool k's single-pool view (its config, catalog names, timing
+    data) name that pool: `cluster.tp: ...` becomes `cluster.pools[k].tp: ...`, any other
+    gets a `cluster.pools[k] (device): ` prefix; the error keeps its class. Nothing changes
+    for a cluster without pools."""
     try:
         yield
-    except ConfigError as exc:
+    except UserError as exc:
         if not c.pools:
             raise
         msg = str(exc)
         for f in (*POOL_FIELDS, "tp/pp"):
             if msg.startswith(f"cluster.{f}:"):
-                raise ConfigError(f"cluster.pools[{k}].{msg[len('cluster.') :]}") from None
-        raise ConfigError(f"cluster.pools[{k}] ({c.pools[k].device}): {msg}") from None
+                raise type(exc)(f"cluster.pools[{k}].{msg[len('cluster.') :]}") from None
+        raise type(exc)(f"cluster.pools[{k}] ({c.pools[k].device}): {msg}") from None
 
 
 # ---- scheduler ----
