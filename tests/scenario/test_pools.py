@@ -124,3 +124,14 @@ def test_one_pool_list_equals_the_single_pool_config():
     pd.testing.assert_frame_equal(plain.requests, pooled.requests)
     pd.testing.assert_frame_equal(plain.replicas, pooled.replicas)
     assert plain.summary["cost_usd"] == pytest.approx(pooled.summary["cost_usd"])
+
+
+def test_the_example_file_reads():
+    from tests.conftest import REPO
+    from vidur_fast.config.files import load_config
+
+    cfg = load_config(str(REPO / "docs" / "examples" / "pools_h100_a100.yaml"))
+    assert [(p.device, p.tp, p.num_replicas) for p in cfg.cluster.pools] == [
+        ("h100", 1, 4),
+        ("a100", 2, 2),
+    ]
