@@ -2,6 +2,7 @@
 each replica's step times from its own pool's grids, each pool's KV blocks, per-pool figures;
 one pool given as cluster.pools runs exactly as the plain single-pool config."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -13,7 +14,7 @@ from vidur_fast.kernels.timing import stage_time_ms_nb
 from vidur_fast.api import simulate
 from vidur_fast.catalog import get_model
 from vidur_fast.config.convert import build_dataclass, config_dict
-from vidur_fast.config.sim import SimConfig
+from vidur_fast.config.sim import SarathiScheduler, SimConfig
 from vidur_fast.outputs.console import format_summary
 from vidur_fast.timing.build import build_timing
 
@@ -135,3 +136,74 @@ def test_the_example_file_reads():
         ("h100", 1, 4),
         ("a100", 2, 2),
     ]
+
+
+def _router_names():
+    from vidur_fast.config.convert import field_types, union_members
+
+    return list(union_members(field_types(SimConfig)["router"]))
+
+
+@pytest.mark.parametrize("router", _router_names())
+def test_every_router_serves_a_heterogeneous_cluster(router):
+    """Each router on 2 x h100 + 1 x a100_40gb, on a trace with sessions and shared prefixes
+    (what the session and cache-aware routers need): every request completes."""
+    from tests.conftest import REPO
+
+    trace = str(REPO / "traces" / "examples" / "multiturn_shared_prefix.csv")
+    cfg = build_dataclass(
+        SimConfig,
+        {
+            "cluster": HETERO,
+            "predictor": PREDICTOR,
+            "router": router,
+            "quiet": True,
+            "workload": {"type": "trace", "path": trace},
+        },
+        "",
+    )
+    r = simulate(cfg)
+    assert r.summary["num_completed"] == r.summary["num_requests"] - r.summary["num_rejected"]
+    assert sum(p["num_completed"] for p in r.summary["pools"]) == r.summary["num_completed"]
+    assert r.requests["replica"].max() <= 2
+
+
+def test_sarathi_pools_with_their_own_pipeline_depths():
+    cluster = {"pools": [{"device": "h100", "pp": 2}, {"device": "a100", "num_replicas": 2}]}
+    cfg = dataclasses.replace(
+        _cfg(cluster, n=30, intervals={"type": "PoissonIntervals", "qps": 50.0}),
+        scheduler=SarathiScheduler(),
+    )
+    r = simulate(cfg)
+    assert r.summary["num_completed"] == 30
+    assert r.replicas["pool"].tolist() == [0, 1, 1]
+    b = r.batch_log.frame_ns()
+    # with pp 2 the first stage ends before the batch does; with pp 1 it is the whole batch
+    a100 = b[b["replica"] > 0]
+    assert (a100["end_ns"] - a100["start_ns"] >= a100["stage_ns"]).all()
+    assert (
+        b[b["replica"] == 0]["stage_ns"] < (b["end_ns"] - b["start_ns"])[b["replica"] == 0]
+    ).all()
+
+
+def test_closed_loop_on_pools():
+    cfg = build_dataclass(
+        SimConfig,
+        {
+            "cluster": HETERO,
+            "predictor": PREDICTOR,
+            "router": "lor",
+            "quiet": True,
+            "workload": {"type": "closed_loop", "concurrency": 6, "num_requests": 40},
+        },
+        "",
+    )
+    r = simulate(cfg)
+    assert r.summary["num_completed"] == 40
+    assert set(r.requests["replica"]) == {0, 1, 2}
+
+
+def test_same_config_same_outputs(hetero):
+    again = simulate(_cfg(HETERO))
+    pd.testing.assert_frame_equal(hetero.requests, again.requests)
+    pd.testing.assert_frame_equal(hetero.batch_log.frame_ns(), again.batch_log.frame_ns())
