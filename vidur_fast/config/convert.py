@@ -263,7 +263,7 @@ def config_dict(cfg) -> dict:
             for k in obj.__dataclass_fields__:
                 d[k] = tag(getattr(obj, k))
             return d
-        if isinstance(obj, tuple):
+        if isinstance(obj, tuple | list):
             return [tag(x) for x in obj]
         return obj
 
