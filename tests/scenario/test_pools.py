@@ -207,3 +207,20 @@ def test_same_config_same_outputs(hetero):
     again = simulate(_cfg(HETERO))
     pd.testing.assert_frame_equal(hetero.requests, again.requests)
     pd.testing.assert_frame_equal(hetero.batch_log.frame_ns(), again.batch_log.frame_ns())
+
+
+def test_trace_draws_each_replica_with_its_pools_stages(tmp_path):
+    from vidur_fast.outputs.writer import write_run
+
+    cluster = {"pools": [{"device": "h100", "pp": 2}, {"device": "a100", "num_replicas": 2}]}
+    cfg = _cfg(cluster, n=20, intervals={"type": "PoissonIntervals", "qps": 50.0})
+    cfg = dataclasses.replace(cfg, scheduler=SarathiScheduler())
+    r = simulate(cfg)
+    run_dir = tmp_path / "run"
+    out = dataclasses.replace(r.config.output, dir=str(run_dir), write_trace=True)
+    write_run(r, out)
+    events = json.loads((run_dir / "trace.json").read_text())["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    assert names == {0: "replica 0 (pool 0)", 1: "replica 1 (pool 1)", 2: "replica 2 (pool 1)"}
+    stages = {(e["pid"], e["tid"]) for e in events if e.get("ph") == "X"}
+    assert stages == {(0, 0), (0, 1), (1, 0), (2, 0)}
