@@ -24,6 +24,11 @@ class PoolParams(NamedTuple):
     watermark_blocks: np.ndarray  # int64[P]
     batch_size_cap_per_stage: np.ndarray  # int64[P]
     planned_batch_size: np.ndarray  # int64[P]
+    chunk_size: np.ndarray  # int64[P]
+    max_num_seqs: np.ndarray  # int64[P]
+    max_num_batched_tokens: np.ndarray  # int64[P]
+    long_prefill_token_threshold: np.ndarray  # int64[P]
+    max_num_partial_prefills: np.ndarray  # int64[P]
     # TimingParams per pool
     g: np.ndarray  # int64[P]
     gc: np.ndarray  # int64[P]
@@ -47,8 +52,9 @@ class PoolParams(NamedTuple):
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
 def pool_sched_nb(p, pools, r):
-    """The scheduler parameters of replica r: p, with its pool's stages and KV blocks when the
-    cluster has several pools.
+    """The scheduler parameters of replica r: p, with its pool's stages, KV blocks and batch
+    limits (chunk, running requests, token budget, long-prefill cap, partial prefills) when
+    the cluster has several pools.
 
     Mutates: nothing.
     Returns: SchedParams.
@@ -58,6 +64,11 @@ def pool_sched_nb(p, pools, r):
     watermark = p.watermark_blocks
     cap_stage = p.batch_size_cap_per_stage
     planned = p.planned_batch_size
+    chunk = p.chunk_size
+    seqs = p.max_num_seqs
+    budget = p.max_num_batched_tokens
+    long_cap = p.long_prefill_token_threshold
+    partial = p.max_num_partial_prefills
     if pools.rep_pool.shape[0] > 0:
         q = pools.rep_pool[r]
         pp = pools.pp[q]
@@ -65,6 +76,11 @@ def pool_sched_nb(p, pools, r):
         watermark = pools.watermark_blocks[q]
         cap_stage = pools.batch_size_cap_per_stage[q]
         planned = pools.planned_batch_size[q]
+        chunk = pools.chunk_size[q]
+        seqs = pools.max_num_seqs[q]
+        budget = pools.max_num_batched_tokens[q]
+        long_cap = pools.long_prefill_token_threshold[q]
+        partial = pools.max_num_partial_prefills[q]
     return SchedParams(
         p.policy,
         p.router,
@@ -76,16 +92,16 @@ def pool_sched_nb(p, pools, r):
         p.batch_size_cap,
         cap_stage,
         planned,
-        p.chunk_size,
+        chunk,
         p.max_tokens_in_batch,
         p.max_blocks_per_seq,
         p.max_waiting_iters,
-        p.max_num_seqs,
-        p.max_num_batched_tokens,
-        p.long_prefill_token_threshold,
+        seqs,
+        budget,
+        long_cap,
         p.max_model_len,
         p.reserve_full_sequence,
-        p.max_num_partial_prefills,
+        partial,
         p.enable_prefix_caching,
         p.max_imbalance_tokens,
         p.async_scheduling,
@@ -141,7 +157,7 @@ def one_pool() -> PoolParams:
     f = np.zeros(0, dtype=np.float64)
     f2 = np.zeros((0, 0), dtype=np.float64)
     f3 = np.zeros((0, 0, 0), dtype=np.float64)
-    return PoolParams(i, i, i, i, i, i, i, i, i, i, i, f, f, f, f, f, f, f2, f2, f2, f2, f3, f3)
+    return PoolParams(*([i] * 16), *([f] * 6), f2, f2, f2, f2, f3, f3)
 
 
 def stack_pools(rep_pool, sched: list, timing: list, grids: list) -> PoolParams:
@@ -164,6 +180,11 @@ def stack_pools(rep_pool, sched: list, timing: list, grids: list) -> PoolParams:
         watermark_blocks=ints([s.watermark_blocks for s in sched]),
         batch_size_cap_per_stage=ints([s.batch_size_cap_per_stage for s in sched]),
         planned_batch_size=ints([s.planned_batch_size for s in sched]),
+        chunk_size=ints([s.chunk_size for s in sched]),
+        max_num_seqs=ints([s.max_num_seqs for s in sched]),
+        max_num_batched_tokens=ints([s.max_num_batched_tokens for s in sched]),
+        long_prefill_token_threshold=ints([s.long_prefill_token_threshold for s in sched]),
+        max_num_partial_prefills=ints([s.max_num_partial_prefills for s in sched]),
         g=ints([t.g for t in timing]),
         gc=ints([t.gc for t in timing]),
         layers_per_stage=ints([t.layers_per_stage for t in timing]),

@@ -2,7 +2,7 @@
 
 import time
 from collections.abc import MutableMapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -15,7 +15,7 @@ from vidur_fast.config.sim import (
     SimConfig,
     VllmV1Scheduler,
     cluster_pools,
-    pool_cluster,
+    pool_view,
 )
 from vidur_fast.config.validate import pool_errors, validate_config
 from vidur_fast.config.workload import ClosedLoopWorkload
@@ -103,9 +103,7 @@ def _pools(cfg: SimConfig, model) -> list[_Pool]:
     """Each pool's device, node and kernel parameters (one entry for a one-pool cluster)."""
     out = []
     for k, pool in enumerate(cluster_pools(cfg.cluster)):
-        view = (
-            cfg if not cfg.cluster.pools else replace(cfg, cluster=pool_cluster(cfg.cluster, pool))
-        )
+        view = cfg if not cfg.cluster.pools else pool_view(cfg, pool)
         with pool_errors(cfg.cluster, k):
             device = get_device(view.cluster.device)
             node = get_node(view.cluster.node or default_node_for(device.name))
@@ -158,6 +156,7 @@ def _pool_params(pools: list[_Pool], timings: list) -> tuple:
         num_replicas=int(rep_pool.size),
         pp=max(s.pp for s in sched),
         usable_blocks=max(s.usable_blocks for s in sched),
+        max_num_seqs=max(s.max_num_seqs for s in sched),  # sizes the running lists
     )
     return sp, stack_pools(rep_pool, sched, [t.params for t in timings], grids)
 

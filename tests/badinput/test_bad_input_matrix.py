@@ -593,6 +593,24 @@ POOL_CASES = {
         "cluster.pools[1]",
     ),
     "cluster_field_with_pools": ([{"device": "h100"}], {"tp": 2}, [], "cluster.tp"),
+    "pool_scheduler_other_type": (
+        [{"device": "h100", "scheduler": {"type": "sarathi"}}],
+        {},
+        [],
+        "cluster.pools[0].scheduler: must be the cluster's scheduler type",
+    ),
+    "pool_scheduler_fixed_field": (
+        [{"device": "h100", "scheduler": {"type": "vllm_v1", "block_size": 32}}],
+        {},
+        [],
+        "cluster.pools[0].scheduler.block_size: must equal scheduler.block_size",
+    ),
+    "pool_scheduler_bad_value": (
+        [{"device": "h100", "scheduler": {"type": "vllm_v1", "max_num_seqs": 0}}],
+        {},
+        [],
+        "cluster.pools[0]",
+    ),
     "pools_not_a_list": ("h100", {}, [], "cluster.pools: must be a list"),
     "pool_unknown_field": ([{"device": "h100", "gpus": 2}], {}, [], "cluster.pools[0].gpus"),
     # the profile directory has TP 1 rows only: pool 1 (TP 2) has no timing data

@@ -326,7 +326,8 @@ POOL_CASES = 12
 
 def other_pool(rng, sp, grids, tp):
     """A second pool: slower or faster grids, its own host overhead and kv rule, more KV
-    blocks (every request still fits), and another pipeline depth where the policy has one."""
+    blocks (every request still fits), another pipeline depth where the policy has one, and
+    often its own batch limits."""
     scale = float(rng.choice([0.5, 1.7, 3.0]))
     g1 = grids._replace(
         tok_ms=grids.tok_ms * scale + 0.01,
@@ -343,6 +344,14 @@ def other_pool(rng, sp, grids, tp):
         usable_blocks=sp.usable_blocks + int(rng.integers(0, 3 * sp.usable_blocks)),
         batch_size_cap_per_stage=max(1, sp.batch_size_cap // pp),
     )
+    if rng.random() < 0.6:  # the pool's own batch limits (a pool's scheduler settings)
+        p1 = p1._replace(
+            chunk_size=int(rng.choice([8, 32, 64, 256])),
+            max_num_seqs=int(rng.choice([2, 3, 4, 8, 16])),
+            max_num_batched_tokens=int(rng.choice([8, 32, 64, 256])),
+            long_prefill_token_threshold=int(rng.choice([0, 0, 16, 48])),
+            max_num_partial_prefills=int(rng.choice([0, 0, 1, 2])),
+        )
     kv_rule = KV_RULE_PER_REQUEST if rng.random() < 0.5 else KV_RULE_SUM
     t1 = tp._replace(
         layers_per_stage=2 // pp,
@@ -360,7 +369,10 @@ def run_pools(case, sp, grids, tp, rng):
     per_pool = [(sp, grids, tp), (p1, g1, t1)]
     R = int(rep_pool.size)
     sp_all = sp._replace(
-        num_replicas=R, pp=max(sp.pp, p1.pp), usable_blocks=max(sp.usable_blocks, p1.usable_blocks)
+        num_replicas=R,
+        pp=max(sp.pp, p1.pp),
+        usable_blocks=max(sp.usable_blocks, p1.usable_blocks),
+        max_num_seqs=max(sp.max_num_seqs, p1.max_num_seqs),
     )
     pools = stack_pools(rep_pool, [sp, p1], [tp, t1], [grids, g1])
     n = len(case.arrival_s)

@@ -224,3 +224,22 @@ def test_trace_draws_each_replica_with_its_pools_stages(tmp_path):
     assert names == {0: "replica 0 (pool 0)", 1: "replica 1 (pool 1)", 2: "replica 2 (pool 1)"}
     stages = {(e["pid"], e["tid"]) for e in events if e.get("ph") == "X"}
     assert stages == {(0, 0), (0, 1), (1, 0), (2, 0)}
+
+
+def test_a_pool_with_its_own_scheduler_limits():
+    """The A100 pool runs at most 2 requests at once and 256 tokens a step; the H100 pool has
+    the cluster's settings."""
+    small = {"type": "vllm_v1", "max_num_seqs": 2, "max_num_batched_tokens": 256}
+    cluster = {
+        "pools": [
+            {"device": "h100", "num_replicas": 1},
+            {"device": "a100", "num_replicas": 1, "scheduler": small},
+        ]
+    }
+    cfg = _cfg(cluster, n=40, intervals={"type": "PoissonIntervals", "qps": 200.0})
+    r = simulate(cfg)
+    assert r.summary["num_completed"] == 40
+    b = r.batch_log.frame_ns()
+    a100, h100 = b[b["replica"] == 1], b[b["replica"] == 0]
+    assert a100["size"].max() <= 2 and a100["n_tokens"].max() <= 256
+    assert h100["size"].max() > 2 and h100["n_tokens"].max() > 256

@@ -286,6 +286,22 @@ class PoolConfig:
     role: str = "mixed"
     """What the pool serves: mixed (prefill and decode, as one replica of an aggregated
     cluster). prefill / decode (disaggregated serving) are not simulated yet."""
+    scheduler: Scheduler | None = None
+    """The pool's scheduler settings; None = the cluster's. The cluster's scheduler type,
+    differing from it only in num_blocks and the batch limits (max_num_seqs,
+    max_num_batched_tokens, long_prefill_token_threshold, max_num_partial_prefills,
+    chunk_size; docs/pools.md)."""
+
+
+# scheduler fields a pool may set for itself (the rest must equal the cluster's scheduler)
+POOL_SCHEDULER_FIELDS = (
+    "num_blocks",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "long_prefill_token_threshold",
+    "max_num_partial_prefills",
+    "chunk_size",
+)
 
 
 # the ClusterConfig fields a pool sets for itself (cluster.pools replaces them)
@@ -381,7 +397,14 @@ def cluster_pools(c: ClusterConfig) -> tuple[PoolConfig, ...]:
     """The pools of a cluster: cluster.pools, or the one mixed pool its own fields describe."""
     if c.pools:
         return tuple(c.pools)
-    return (PoolConfig(c.device, c.node, c.tp, c.pp, c.num_replicas, "mixed"),)
+    return (PoolConfig(c.device, c.node, c.tp, c.pp, c.num_replicas, "mixed", None),)
+
+
+def pool_view(cfg: "SimConfig", pool: PoolConfig) -> "SimConfig":
+    """The single-pool SimConfig of one pool: its cluster view and its scheduler."""
+    return replace(
+        cfg, cluster=pool_cluster(cfg.cluster, pool), scheduler=pool.scheduler or cfg.scheduler
+    )
 
 
 def pool_cluster(c: ClusterConfig, pool: PoolConfig) -> ClusterConfig:

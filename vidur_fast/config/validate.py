@@ -8,6 +8,7 @@ Rules that need the data a run derives (KV blocks from the memory plan, a trace'
 with the stage that derives it.
 """
 
+import dataclasses
 import math
 from contextlib import contextmanager
 
@@ -16,6 +17,7 @@ from vidur_fast.config.predictor import PredictorConfig
 from vidur_fast.config.sim import (
     POOL_FIELDS,
     POOL_ROLES,
+    POOL_SCHEDULER_FIELDS,
     ClusterConfig,
     FasterTransformerScheduler,
     LightLLMScheduler,
@@ -48,10 +50,11 @@ def validate_config(cfg: SimConfig) -> None:
     validate_predictor(cfg.predictor)
     validate_pools(cfg.cluster)
     for k, pool in enumerate(cluster_pools(cfg.cluster)):
+        _check_pool_scheduler(cfg, k, pool)
         c = pool_cluster(cfg.cluster, pool)
         with pool_errors(cfg.cluster, k):
             validate_cluster(c)
-            validate_scheduler(cfg.scheduler, c)
+            validate_scheduler(pool.scheduler or cfg.scheduler, c)
     validate_router(cfg)
     if not (math.isfinite(cfg.time_limit_s) and cfg.time_limit_s >= 0):
         raise ConfigError(f"time_limit_s: must be a finite number >= 0 (got {cfg.time_limit_s})")
@@ -132,6 +135,26 @@ def validate_pools(c: ClusterConfig) -> None:
             )
         total += pool.num_replicas
     _at_most("cluster.pools: total num_replicas", total, MAX_REPLICAS)
+
+
+def _check_pool_scheduler(cfg: SimConfig, k: int, pool) -> None:
+    """A pool's own scheduler: the cluster's type, other fields only in POOL_SCHEDULER_FIELDS."""
+    s = pool.scheduler
+    if s is None:
+        return
+    if type(s) is not type(cfg.scheduler):
+        raise ConfigError(
+            f"cluster.pools[{k}].scheduler: must be the cluster's scheduler type "
+            f"({type(cfg.scheduler).__name__}; got {type(s).__name__})"
+        )
+    for f in dataclasses.fields(s):
+        mine, theirs = getattr(s, f.name), getattr(cfg.scheduler, f.name)
+        if f.name not in POOL_SCHEDULER_FIELDS and mine != theirs:
+            raise ConfigError(
+                f"cluster.pools[{k}].scheduler.{f.name}: must equal scheduler.{f.name} "
+                f"({theirs!r}; got {mine!r}); a pool may set only "
+                f"{', '.join(x for x in POOL_SCHEDULER_FIELDS if hasattr(s, x))}"
+            )
 
 
 @contextmanager
