@@ -58,13 +58,27 @@ def cached_prefix_blocks_nb(kv, reqs, p, r, i):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _account_pool_nb(reps, kv, r):
+def _pool_used_nb(kv, p, r):
+    """Blocks of replica r's pool in use: its blocks (p.usable_blocks; a replica of a pool
+    with fewer blocks than the largest owns only the first ones) less the free ones.
+
+    Mutates: nothing.
+    Returns: int.
+    """
+    owned = kv.blk.shape[1]
+    if p.usable_blocks < owned:
+        owned = p.usable_blocks
+    return owned - kv.nfree[r]
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _account_pool_nb(reps, kv, p, r):
     """Refresh the used-block count and its peak after the pool changed.
 
     Mutates: reps.alloc_blocks, reps.kv_peak.
     Returns: nothing.
     """
-    reps.alloc_blocks[r] = kv.blk.shape[1] - kv.nfree[r]
+    reps.alloc_blocks[r] = _pool_used_nb(kv, p, r)
     if reps.alloc_blocks[r] > reps.kv_peak[r]:
         reps.kv_peak[r] = reps.alloc_blocks[r]
 
@@ -91,7 +105,7 @@ def admit_blocks_nb(reps, kv, reqs, p, r, i, hit_blocks, need, n_tokens, seq, no
     cache_full_blocks_nb(kv, reqs, p, r, i, n_tokens)
     kv.query_tokens[r] += seq
     kv.hit_tokens[r] += hit_blocks * p.block_size
-    _account_pool_nb(reps, kv, r)
+    _account_pool_nb(reps, kv, p, r)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -108,7 +122,7 @@ def grow_blocks_nb(reps, kv, reqs, p, r, i, need, n_tokens, now_ns):
     accrue_kv_area_nb(reps, r, now_ns)
     allocate_new_nb(kv, reqs, r, i, need)
     cache_full_blocks_nb(kv, reqs, p, r, i, n_tokens)
-    _account_pool_nb(reps, kv, r)
+    _account_pool_nb(reps, kv, p, r)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -136,7 +150,7 @@ def free_request_nb(reps, kv, reqs, p, r, i, now_ns):
         return 0
     accrue_kv_area_nb(reps, r, now_ns)
     n = free_request_blocks_nb(kv, reqs, r, i)
-    reps.alloc_blocks[r] = kv.blk.shape[1] - kv.nfree[r]
+    reps.alloc_blocks[r] = _pool_used_nb(kv, p, r)
     reps.alloc_reqs[r] -= 1
     return n
 

@@ -20,6 +20,7 @@ from vidur_fast.kernels.codes import (
 from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_MS
 from vidur_fast.kernels.event_tree import tree_build_nb, tree_set_nb, tree_top_nb
 from vidur_fast.kernels.kv import free_request_nb
+from vidur_fast.kernels.pools import pool_grids_nb, pool_sched_nb, pool_timing_nb
 from vidur_fast.kernels.queues import wq_push_back_nb, wq_remove_nb
 from vidur_fast.kernels.router import (
     on_batch_end_nb,
@@ -172,7 +173,32 @@ def _run_stages_nb(reps, grids, tp, p, r, n_tok, n_dec, dec_kv, n_pre, pre_kv, p
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
-def _launch_batch_nb(reps, reqs, log, grids, tp, p, r, s, now_ns):
+def _launch_batch_nb(reps, reqs, log, grids, tp, p, pools, r, s, now_ns):
+    """Time the batch just formed in slot s of replica r with the grids of r's pool (the one
+    grids and tp of a one-pool cluster) and account it.
+
+    Mutates: as _launch_timed_nb.
+    Returns: nothing.
+    """
+    if pools.rep_pool.shape[0] == 0:
+        _launch_timed_nb(reps, reqs, log, grids, tp, p, r, s, now_ns)
+    else:
+        q = pools.rep_pool[r]
+        _launch_timed_nb(
+            reps,
+            reqs,
+            log,
+            pool_grids_nb(grids, pools, q),
+            pool_timing_nb(pools, q),
+            p,
+            r,
+            s,
+            now_ns,
+        )
+
+
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _launch_timed_nb(reps, reqs, log, grids, tp, p, r, s, now_ns):
     """Time the batch just formed in slot s through every pipeline stage and account it.
 
     Mutates: reps (slot end, stages, counters), reqs (timestamps, exec/preempt), log,
@@ -257,7 +283,7 @@ def _finish_batch_nb(reps, kv, reqs, hist, cl, p, r, s, now_ns):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, limit_ns, max_steps):
+def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, pools, limit_ns, max_steps):
     """Advance the cluster until all requests finish, the time limit passes, the batch log
     fills, or max_steps loop iterations ran. Resumable: all progress lives in the arrays.
 
@@ -267,6 +293,8 @@ def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, limit_ns, max_steps):
     or bat_end changes, _refresh_event_nb must re-key it before the next selection.
     Arrivals come in index order (open loop) or, when cl has clients, from cl's heap of
     released requests (closed loop; equal arrival times in request-id order).
+    pools (kernels/pools.py): with several pools, each replica schedules with its pool's
+    stages and KV blocks and times its batches with its pool's grids; empty = one pool.
     Mutates: reqs, reps, kv, log, run (loop cursor, router state, TBT histogram), cl,
     grids.counters.
     Returns: a RunStatus.
@@ -309,13 +337,16 @@ def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, limit_ns, max_steps):
             wq_push_back_nb(reps, reqs, rr, nr)
             # NOTE(vllm): with async scheduling a replica with a step in flight is waiting for
             # that step's output (EngineCore.step_with_batch_queue), not for input
-            if reps.inflight[rr] < p.pp and reps.wake[rr] == NEVER:
+            pp_rr = p.pp if pools.rep_pool.shape[0] == 0 else pools.pp[pools.rep_pool[rr]]
+            if reps.inflight[rr] < pp_rr and reps.wake[rr] == NEVER:
                 reps.wake[rr] = t_arr
                 _refresh_event_nb(reps, rr)
             continue
         if log.n[0] + slots > log_cap:
             return RunStatus.LOG_FULL
         lstate[LS_NOW] = t_rep
+        pr = pool_sched_nb(p, pools, r)  # p with replica r's pool's stages and KV blocks
+        slots_r = pr.pp + 1 if pr.async_scheduling else pr.pp
         # the earliest finished slot of this replica, if its end is now
         s_end = -1
         for s in range(slots):
@@ -323,16 +354,16 @@ def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, limit_ns, max_steps):
                 if s_end < 0 or reps.bat_seq[r, s] < reps.bat_seq[r, s_end]:
                     s_end = s
         if s_end >= 0:
-            d = _finish_batch_nb(reps, kv, reqs, hist, cl, p, r, s_end, t_rep)
+            d = _finish_batch_nb(reps, kv, reqs, hist, cl, pr, r, s_end, t_rep)
             if d < 0:
                 return RunStatus.BROKEN
             lstate[LS_DONE] += d
         reps.wake[r] = NEVER
         # preemptions of steps that formed no batch are logged with the next batch formed
         pre_logged = reps.preemptions[r]
-        while reps.inflight[r] < slots and log.n[0] < log_cap:
+        while reps.inflight[r] < slots_r and log.n[0] < log_cap:
             s_new = NO_ID
-            for s in range(slots):
+            for s in range(slots_r):
                 if reps.bat_end[r, s] == NEVER and reps.bat_n[r, s] == 0:
                     s_new = s
                     break
@@ -340,16 +371,16 @@ def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, limit_ns, max_steps):
                 break
             pre0 = reps.preemptions[r]
             hit0 = kv.hit_tokens[r]  # requests admitted into this batch add their hits
-            if schedule_nb(reps, kv, reqs, p, r, s_new, t_rep) == 0:
+            if schedule_nb(reps, kv, reqs, pr, r, s_new, t_rep) == 0:
                 # a step that only preempted: schedule again at once (an empty step costs 0)
                 if reps.preemptions[r] != pre0 and reps.inflight[r] == 0:
                     continue
                 break
-            _launch_batch_nb(reps, reqs, log, grids, tp, p, r, s_new, t_rep)
+            _launch_batch_nb(reps, reqs, log, grids, tp, pr, pools, r, s_new, t_rep)
             log.preempted[log.n[0] - 1] = reps.preemptions[r] - pre_logged
             log.n_cached_tokens[log.n[0] - 1] = kv.hit_tokens[r] - hit0
             pre_logged = reps.preemptions[r]
-        if reps.inflight[r] < slots and log.n[0] >= log_cap:
+        if reps.inflight[r] < slots_r and log.n[0] >= log_cap:
             # resume scheduling this replica after the flush
             reps.wake[r] = t_rep
         _refresh_event_nb(reps, r)

@@ -2,6 +2,7 @@
 
 import time
 from collections.abc import MutableMapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -13,8 +14,10 @@ from vidur_fast.config.sim import (
     PrefixAwareRouter,
     SimConfig,
     VllmV1Scheduler,
+    cluster_pools,
+    pool_view,
 )
-from vidur_fast.config.validate import validate_config
+from vidur_fast.config.validate import pool_errors, validate_config
 from vidur_fast.config.workload import ClosedLoopWorkload
 from vidur_fast.engine.run import run_engine
 from vidur_fast.engine.state import without_pool
@@ -27,11 +30,13 @@ from vidur_fast.kernels.codes import (
     CLAMP_TOKENS,
 )
 from vidur_fast.kernels.dtypes import NS_PER_S
+from vidur_fast.kernels.pools import stack_pools
 from vidur_fast.metrics.closed_loop import (
     closed_loop_arrivals,
     closed_loop_metrics,
     closed_loop_summary,
 )
+from vidur_fast.metrics.pools import pool_summary
 from vidur_fast.metrics.requests import request_metrics
 from vidur_fast.metrics.result import Result, replica_table
 from vidur_fast.metrics.summary import build_summary
@@ -65,14 +70,18 @@ def _check_workload_for_router(cfg: SimConfig, wl) -> None:
 
 
 def run_header(cfg: SimConfig, model, device, wl) -> dict:
-    """What ran, as the summary's first lines say it."""
+    """What ran, as the summary's first lines say it (with pools: the pools' devices, joined,
+    and their layouts)."""
     c = cfg.cluster
+    pools = cluster_pools(c)
     return {
         "model": model.name,
-        "device": device.name,
-        "tp": c.tp,
-        "pp": c.pp,
-        "replicas": c.num_replicas,
+        "device": device.name
+        if not c.pools
+        else " + ".join(f"{p.num_replicas} x {p.device}" for p in pools),
+        "tp": c.tp if not c.pools else "/".join(str(p.tp) for p in pools),
+        "pp": c.pp if not c.pools else "/".join(str(p.pp) for p in pools),
+        "replicas": sum(p.num_replicas for p in pools),
         "scheduler": member_name(union_members(field_types(SimConfig)["scheduler"]), cfg.scheduler),
         "router": member_name(union_members(field_types(SimConfig)["router"]), cfg.router),
         "workload": wl.source,
@@ -96,6 +105,96 @@ def batch_fill(req, busy_ns, scheduler) -> dict:
     }
 
 
+@dataclass(frozen=True)
+class _Pool:
+    """One pool of a run: its single-pool config view and what it derives."""
+
+    cfg: SimConfig
+    device: object
+    node: object
+    setup: object
+
+
+def _pools(cfg: SimConfig, model) -> list[_Pool]:
+    """Each pool's device, node and kernel parameters (one entry for a one-pool cluster)."""
+    out = []
+    for k, pool in enumerate(cluster_pools(cfg.cluster)):
+        view = cfg if not cfg.cluster.pools else pool_view(cfg, pool)
+        with pool_errors(cfg.cluster, k):
+            device = get_device(view.cluster.device)
+            node = get_node(view.cluster.node or default_node_for(device.name))
+            setup = build_setup(view, model, device)
+        out.append(_Pool(view, device, node, setup))
+    return out
+
+
+def _timing(pool: _Pool, model, progress, timing_cache):
+    c = pool.cfg.cluster
+    block_size = pool.setup.profile_block_size
+    timing_key = (model, pool.device, pool.node, c.tp, c.pp, pool.cfg.predictor)
+    timing_key += (block_size,)
+    timing = timing_cache.get(timing_key) if timing_cache is not None else None
+    if timing is None:
+        timing = build_timing(
+            model,
+            pool.device,
+            pool.node,
+            c.tp,
+            c.pp,
+            pool.cfg.predictor,
+            block_size=block_size,
+            progress=progress,
+        )
+        if timing_cache is not None:
+            timing_cache[timing_key] = timing
+    return timing
+
+
+def _pool_params(pools: list[_Pool], timings: list) -> tuple:
+    """With cluster.pools: the SchedParams that size the state (all replicas, the largest pp
+    and block count) and the kernels' PoolParams."""
+    grids = [t.grids for t in timings]
+    for k, g in enumerate(grids[1:], 1):
+        for name in ("tok_ms", "kv_save_ms", "allreduce_ms", "sendrecv_ms", "decode_ms"):
+            if getattr(g, name).shape != getattr(grids[0], name).shape:
+                raise ConfigError(
+                    f"cluster.pools[{k}]: its timing grids ({name} {getattr(g, name).shape}) "
+                    f"differ in shape from pool 0's ({getattr(grids[0], name).shape})"
+                )
+        if g.prefill_ms.shape != grids[0].prefill_ms.shape:
+            raise ConfigError(
+                f"cluster.pools[{k}]: its prefill grid {g.prefill_ms.shape} differs in shape "
+                f"from pool 0's {grids[0].prefill_ms.shape}"
+            )
+    sched = [p.setup.params for p in pools]
+    rep_pool = np.repeat(np.arange(len(pools)), [p.cfg.cluster.num_replicas for p in pools])
+    sp = sched[0]._replace(
+        num_replicas=int(rep_pool.size),
+        pp=max(s.pp for s in sched),
+        usable_blocks=max(s.usable_blocks for s in sched),
+        max_num_seqs=max(s.max_num_seqs for s in sched),  # sizes the running lists
+    )
+    return sp, stack_pools(rep_pool, sched, [t.params for t in timings], grids)
+
+
+def _pool_summaries(cfg, pools, req, replicas, sim_time_s) -> list[dict]:
+    rows = []
+    for p in pools:
+        c = p.cfg.cluster
+        rows.append(
+            {
+                "device": p.device.name,
+                "node": p.node.name,
+                "tp": c.tp,
+                "pp": c.pp,
+                "role": "mixed",
+                "replicas": c.num_replicas,
+                "price_per_gpu_hour_usd": p.device.price_per_hour_usd,
+            }
+        )
+    return pool_summary(req, replicas, rows, sim_time_s)
+
+
 def simulate(
     cfg: SimConfig, *, progress: bool = False, timing_cache: MutableMapping | None = None
 ) -> Result:
@@ -103,6 +202,8 @@ def simulate(
 
     timing_cache: optional memo of built timing models, so that a process running many
     simulations loads each (model, device, node, tp, pp, predictor) grid set once.
+    A cluster of several pools (cluster.pools, docs/pools.md) runs every replica of every
+    pool in one engine, each with its pool's KV blocks and timing grids.
     """
     phases = {}
     t = time.perf_counter()
@@ -110,9 +211,8 @@ def simulate(
     cfg = resolve_engine(cfg)
     validate_config(cfg)
     model = get_model(cfg.cluster.model)
-    device = get_device(cfg.cluster.device)
-    node = get_node(cfg.cluster.node or default_node_for(device.name))
-    setup = build_setup(cfg, model, device)
+    pools = _pools(cfg, model)
+    device, setup = pools[0].device, pools[0].setup
     closed_plan = None
     need_hashes = False
     if isinstance(cfg.workload, ClosedLoopWorkload):
@@ -126,27 +226,23 @@ def simulate(
             cfg.workload, cfg.seed, block_size=setup.profile_block_size, need_hashes=need_hashes
         )
     _check_workload_for_router(cfg, wl)
+    if cfg.cluster.pools:
+        # a request is rejected up front unless it fits a replica of every pool (the routers
+        # do not look at KV capacity): the pool with the fewest blocks decides
+        setup = min(pools, key=lambda p: p.setup.params.usable_blocks).setup
     rejected = rejection_codes(wl.prompt_tokens, wl.decode_tokens, setup)
     if cfg.strict:
         check_strict(rejected, wl.prompt_tokens, wl.decode_tokens, wl.source_row)
     phases["workload_s"] = time.perf_counter() - t
     t = time.perf_counter()
-    timing_key = (model, device, node, cfg.cluster.tp, cfg.cluster.pp, cfg.predictor)
-    timing_key += (setup.profile_block_size,)
-    timing = timing_cache.get(timing_key) if timing_cache is not None else None
-    if timing is None:
-        timing = build_timing(
-            model,
-            device,
-            node,
-            cfg.cluster.tp,
-            cfg.cluster.pp,
-            cfg.predictor,
-            block_size=setup.profile_block_size,
-            progress=progress,
-        )
-        if timing_cache is not None:
-            timing_cache[timing_key] = timing
+    timings = []
+    for k, pool in enumerate(pools):
+        with pool_errors(cfg.cluster, k):
+            timings.append(_timing(pool, model, progress, timing_cache))
+    timing = timings[0]
+    sp, pool_params = setup.params, None
+    if cfg.cluster.pools:
+        sp, pool_params = _pool_params(pools, timings)
     phases["timing_s"] = time.perf_counter() - t
     # one Generator per purpose, seeded from the config seed
     u_route = np.random.default_rng([cfg.seed, 1]).random(len(wl))
@@ -167,13 +263,14 @@ def simulate(
         rejected,
         grids,
         timing.params,
-        setup.params,
+        sp,
         u_route,
         cfg.time_limit_s,
         progress,
         closed_loop=closed_plan,
         hashes=wl.hashes if need_hashes and wl.has_hashes else None,
         compress_batches=cfg.output.dir is not None and cfg.output.write_metrics_h5,
+        pools=pool_params,
     )
     phases["jit_s"] = out.jit_s
     phases["loop_s"] = out.loop_s
@@ -184,7 +281,7 @@ def simulate(
     req = request_metrics(out.reqs, arrival_s, response_s)
     if closed_plan is not None:
         req = closed_loop_metrics(req, closed_plan, out.closed_loop)
-    replicas = replica_table(out, setup.params, out.end_ns)
+    replicas = replica_table(out, sp, out.end_ns, pool_params)
     c = grids.counters
     clamped = {
         "tokens": int(c[CLAMP_TOKENS]),
@@ -193,16 +290,26 @@ def simulate(
         "prefill_kv": int(c[CLAMP_PREFILL_KV]),
         "prefill_chunk": int(c[CLAMP_PREFILL_CHUNK]),
     }
+    in_window = req if closed_plan is None else req[req["in_window"]]
+    sim_time_s = out.end_ns / NS_PER_S
     summary = build_summary(
-        req if closed_plan is None else req[req["in_window"]],
+        in_window,
         replicas,
         out.hist,
-        out.end_ns / NS_PER_S,
+        sim_time_s,
         cfg.cluster.tp * cfg.cluster.pp,
         device.price_per_hour_usd,
         clamped,
         out.status,
     )
+    summary["pools"] = _pool_summaries(cfg, pools, in_window, replicas, sim_time_s)
+    if cfg.cluster.pools:  # GPUs and cost summed over the pools, each at its device's price
+        summary["gpus"] = sum(p["gpus"] for p in summary["pools"])
+        summary["cost_usd"] = sum(p["cost_usd"] for p in summary["pools"])
+        n_done = summary["num_completed"]
+        summary["cost_per_1k_requests_usd"] = (
+            1000.0 * summary["cost_usd"] / n_done if n_done else None
+        )
     summary["num_blocks_per_replica"] = int(setup.params.usable_blocks)
     summary.update(batch_fill(req, out.reps.busy_ns, cfg.scheduler))
     summary["rejected_by_reason"] = rejection_report(rejected, setup, cfg)

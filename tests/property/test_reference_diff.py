@@ -2,7 +2,9 @@
 random traces: per-request timestamps in ns, restarts, replicas, token gaps, and every batch
 record; for vLLM v1 also with prefix caching (per-request hits, per-replica cache counters,
 the final block pool) and async scheduling, on traces of multi-turn sessions that share
-prefixes."""
+prefixes; and clusters of two pools that differ in KV blocks, stages and timing."""
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -15,11 +17,13 @@ from vidur_fast.kernels.codes import (
     SchedPolicy,
 )
 from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_S
+from vidur_fast.kernels.pools import stack_pools
 from vidur_fast.kernels.timing import TimingParams
 
 from tests.helpers.engine_harness import sched_params
 from tests.helpers.random_cases import (
     GC,
+    PP_CAPABLE,
     ROUTERS,
     Case,
     G,
@@ -312,3 +316,136 @@ def test_v1_session_cases_cover_the_cache():
                 readmit_hits += int(out.kv.hit_tokens.sum() - out.reqs.cached_tokens.sum())
     assert hits > 0 and evictions > 0 and restarts > 0 and readmit_hits > 0
     assert routers == set(int(r) for r in RouterPolicy)
+
+
+# ---- clusters of two pools: the pools differ in KV blocks, pipeline stages, timing grids and
+# timing parameters; the reference gets each replica's pool, the engine one PoolParams ----
+
+POOL_CASES = 12
+
+
+def other_pool(rng, sp, grids, tp):
+    """A second pool: slower or faster grids, its own host overhead and kv rule, more KV
+    blocks (every request still fits), another pipeline depth where the policy has one, and
+    often its own batch limits."""
+    scale = float(rng.choice([0.5, 1.7, 3.0]))
+    g1 = grids._replace(
+        tok_ms=grids.tok_ms * scale + 0.01,
+        kv_save_ms=grids.kv_save_ms * scale,
+        sendrecv_ms=grids.sendrecv_ms * scale,
+        decode_ms=grids.decode_ms * scale,
+        prefill_ms=grids.prefill_ms * scale,
+    )
+    pp = sp.pp
+    if sp.policy in PP_CAPABLE and not sp.async_scheduling:
+        pp = int(rng.choice([1, 2]))
+    p1 = sp._replace(
+        pp=pp,
+        usable_blocks=sp.usable_blocks + int(rng.integers(0, 3 * sp.usable_blocks)),
+        batch_size_cap_per_stage=max(1, sp.batch_size_cap // pp),
+    )
+    if rng.random() < 0.6:  # the pool's own batch limits (a pool's scheduler settings)
+        p1 = p1._replace(
+            chunk_size=int(rng.choice([8, 32, 64, 256])),
+            max_num_seqs=int(rng.choice([2, 3, 4, 8, 16])),
+            max_num_batched_tokens=int(rng.choice([8, 32, 64, 256])),
+            long_prefill_token_threshold=int(rng.choice([0, 0, 16, 48])),
+            max_num_partial_prefills=int(rng.choice([0, 0, 1, 2])),
+        )
+    kv_rule = KV_RULE_PER_REQUEST if rng.random() < 0.5 else KV_RULE_SUM
+    t1 = tp._replace(
+        layers_per_stage=2 // pp,
+        pp=pp,
+        kv_rule=kv_rule,
+        cpu_overhead_ms=float(rng.choice([0.0, 0.4])),
+    )
+    return p1, g1, t1
+
+
+def run_pools(case, sp, grids, tp, rng):
+    p1, g1, t1 = other_pool(rng, sp, grids, tp)
+    counts = [int(rng.integers(1, 3)), int(rng.integers(1, 3))]
+    rep_pool = np.repeat([0, 1], counts)
+    per_pool = [(sp, grids, tp), (p1, g1, t1)]
+    R = int(rep_pool.size)
+    sp_all = sp._replace(
+        num_replicas=R,
+        pp=max(sp.pp, p1.pp),
+        usable_blocks=max(sp.usable_blocks, p1.usable_blocks),
+        max_num_seqs=max(sp.max_num_seqs, p1.max_num_seqs),
+    )
+    pools = stack_pools(rep_pool, [sp, p1], [tp, t1], [grids, g1])
+    n = len(case.arrival_s)
+    hash_off = np.zeros(n + 1, dtype=np.int64)
+    hash_off[1:] = np.cumsum([len(h) for h in case.hashes])
+    flat = np.array([h for hs in case.hashes for h in hs], dtype=np.int64)
+    out = run_engine(
+        case.arrival_s,
+        case.prompt,
+        case.decode,
+        case.session,
+        hash_off,
+        case.rejected,
+        grids,
+        tp,
+        sp_all,
+        case.u_route,
+        hashes=flat,
+        pools=pools,
+    )
+    arrival_ns = np.round(case.arrival_s * NS_PER_S).astype(np.int64)
+    ref = naive_sim(
+        arrival_ns,
+        case.prompt,
+        case.decode,
+        sp_all,
+        grids,
+        tp,
+        case.u_route,
+        rejected=case.rejected,
+        session=case.session,
+        hashes=case.hashes,
+        replica_params=[per_pool[q] for q in rep_pool],
+    )
+    return out, ref, sp_all, [per_pool[q][0] for q in rep_pool]
+
+
+def assert_same_on_pools(out, ref, sp_all, rep_params):
+    assert all(q.done_ns is not None for q in ref.requests if not q.rejected)
+    width = out.reps.busy_ns.shape[1]
+    padded = [list(b) + [0] * (width - len(b)) for b in ref.busy_ns]
+    assert_same(
+        out, dataclasses.replace(ref, busy_ns=padded), sp_all._replace(enable_prefix_caching=0)
+    )
+    if not sp_all.enable_prefix_caching:
+        return
+    kv = out.kv
+    for name in ("query_tokens", "hit_tokens", "evictions"):
+        want = [getattr(x, name) for x in ref.pools]
+        np.testing.assert_array_equal(getattr(kv, name), want, err_msg=name)
+    for r, pool in enumerate(ref.pools):
+        order, hashes, refs = engine_pool(kv, r)
+        u = rep_params[r].usable_blocks
+        assert order == pool.free_order(), f"replica {r}: free queue order"
+        assert hashes[:u] == pool.block_hashes(), f"replica {r}: cached block hashes"
+        assert refs[:u] == pool.ref_counts(), f"replica {r}: reference counts"
+
+
+@pytest.mark.parametrize("seed", range(POOL_CASES))
+@pytest.mark.parametrize(
+    "policy",
+    [SchedPolicy.SARATHI, SchedPolicy.VLLM, SchedPolicy.ORCA, SchedPolicy.LIGHTLLM],
+    ids=lambda p: p.name.lower(),
+)
+def test_pools_equal_reference(policy, seed):
+    case, sp, grids, tp = random_case(policy, seed)
+    rng = np.random.default_rng([7, int(policy), seed])
+    assert_same_on_pools(*run_pools(case, sp, grids, tp, rng))
+
+
+@pytest.mark.parametrize("seed", range(POOL_CASES))
+@pytest.mark.parametrize("config", V1_CONFIGS, ids=_v1_id)
+def test_v1_pools_equal_reference(config, seed):
+    case, sp, grids, tp = random_v1_case(*config, seed)
+    rng = np.random.default_rng([8, *config, seed])
+    assert_same_on_pools(*run_pools(case, sp, grids, tp, rng))

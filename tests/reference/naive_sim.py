@@ -67,6 +67,9 @@ class Replica:
     sched: object
     pp: int
     stage_free: list
+    p: object = None  # scheduler parameters of the replica's pool
+    grids: object = None  # timing grids of the replica's pool
+    tparams: object = None
     wake: float = INF
     batches: list = field(default_factory=list)  # in flight
     n_formed: int = 0
@@ -191,29 +194,37 @@ def naive_sim(
     rejected=None,
     session=None,
     hashes=None,
+    replica_params=None,
 ):
     """Simulate to completion. p: the engine's scheduler parameters (policy code, caps, block
     counts, prefix caching, async scheduling); grids/tparams: the timing grids and their
     parameters; u_route: one uniform per request for the random router; session: session id
     per request (-1: none; the sticky router); hashes: per request, the workload hash of each
     leading block (prefix caching and the prefix-aware router). Requests are in arrival order.
+    replica_params: a cluster of pools: per replica its pool's (p, grids, tparams) (its stages,
+    KV blocks and timing); p then holds what the router reads. None: every replica uses p.
     Returns per-request objects, per-batch records and the replicas' pools."""
     n = len(arrival_ns)
     reqs = make_requests(arrival_ns, prompt, decode, session, hashes)
     policy = SchedPolicy(p.policy)
     v1 = policy == SchedPolicy.VLLM_V1
-    assert not p.async_scheduling or (v1 and p.pp == 1), "async scheduling: vLLM v1, PP = 1"
-    slots = p.pp + 1 if p.async_scheduling else p.pp  # batches a replica may have in flight
-    reps = [
-        Replica(
-            rid=r,
-            sched=SCHEDULERS[policy](p, _pool(p)),
-            pp=p.pp,
-            stage_free=[0] * p.pp,
-            busy_ns=[0] * p.pp,
+    if replica_params is None:
+        replica_params = [(p, grids, tparams)] * p.num_replicas
+    reps = []
+    for r, (pr, gr, tr) in enumerate(replica_params):
+        assert not pr.async_scheduling or (v1 and pr.pp == 1), "async scheduling: v1, PP = 1"
+        reps.append(
+            Replica(
+                rid=r,
+                sched=SCHEDULERS[policy](pr, _pool(pr)),
+                pp=pr.pp,
+                stage_free=[0] * pr.pp,
+                busy_ns=[0] * pr.pp,
+                p=pr,
+                grids=gr,
+                tparams=tr,
+            )
         )
-        for r in range(p.num_replicas)
-    ]
     router = Router(p)
     log: list[BatchRecord] = []
     nxt = 0
@@ -237,7 +248,7 @@ def naive_sim(
             )
             target = reps[req.replica]
             target.sched.add_request(req)
-            if len(target.batches) < p.pp and target.wake == INF:
+            if len(target.batches) < target.pp and target.wake == INF:
                 target.wake = t_arr
             continue
         now = int(t_rep)
@@ -247,6 +258,8 @@ def naive_sim(
         rep.wake = INF
         # preemptions of steps that formed no batch count with the next batch formed
         logged = rep.sched.preemptions
+        # batches a replica may have in flight
+        slots = rep.pp + 1 if rep.p.async_scheduling else rep.pp
         while len(rep.batches) < slots:
             before = rep.sched.preemptions
             hits_before = getattr(rep.sched.pool, "hit_tokens", 0)
@@ -257,7 +270,7 @@ def naive_sim(
                 break
             cached = getattr(rep.sched.pool, "hit_tokens", 0) - hits_before
             preempted = rep.sched.preemptions - logged
-            _launch(rep, items, now, grids, tparams, p, preempted, cached, log)
+            _launch(rep, items, now, rep.grids, rep.tparams, rep.p, preempted, cached, log)
             logged = rep.sched.preemptions
     return SimResult(
         reqs,

@@ -110,6 +110,13 @@ def build_dataclass(cls: type, data: Any, path: str, current: Any = None) -> Any
 def convert_value(tp: Any, data: Any, path: str, current: Any = None) -> Any:
     """Check data against the annotated type tp and convert it; current is the value it
     replaces (merged into for dataclasses and same-type union members)."""
+    if get_origin(tp) is Annotated:  # e.g. a field hidden from the command line
+        tp = get_args(tp)[0]
+    if get_origin(tp) is tuple and len(get_args(tp)) == 2 and get_args(tp)[1] is Ellipsis:
+        if not isinstance(data, list | tuple):
+            raise ConfigError(f"{path}: must be a list (got {data!r})")
+        item = get_args(tp)[0]
+        return tuple(convert_value(item, x, f"{path}[{k}]") for k, x in enumerate(data))
     members = union_members(tp)
     if members is not None:
         if isinstance(data, str):
@@ -256,6 +263,8 @@ def config_dict(cfg) -> dict:
             for k in obj.__dataclass_fields__:
                 d[k] = tag(getattr(obj, k))
             return d
+        if isinstance(obj, tuple | list):
+            return [tag(x) for x in obj]
         return obj
 
     return tag(cfg)

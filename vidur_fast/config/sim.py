@@ -4,7 +4,7 @@ Unions of dataclasses select policies (tyro subcommands); `params.py` validates 
 config into kernel parameters. Nothing here writes files or changes values.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Annotated, Literal
 
 import tyro
@@ -272,6 +272,48 @@ SESSION_ROUTER_TYPES = (
 
 # ---- cluster and outputs ----
 
+POOL_ROLES = ("mixed", "prefill", "decode")
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    """One pool of identical replicas: its GPU, parallel layout and replica count. The model,
+    scheduler and router are the cluster's."""
+
+    device: str = "h100"
+    """GPU type."""
+    node: str | None = None
+    """Node type (interconnect); None = the usual node for the device."""
+    tp: int = 1
+    """Tensor-parallel GPUs per replica."""
+    pp: int = 1
+    """Pipeline stages per replica."""
+    num_replicas: int = 1
+    """Replicas in this pool."""
+    role: str = "mixed"
+    """What the pool serves: mixed (prefill and decode, as one replica of an aggregated
+    cluster). prefill / decode (disaggregated serving) are not simulated yet."""
+    scheduler: Scheduler | None = None
+    """The pool's scheduler settings; None = the cluster's. The cluster's scheduler type,
+    differing from it only in num_blocks and the batch limits (max_num_seqs,
+    max_num_batched_tokens, long_prefill_token_threshold, max_num_partial_prefills,
+    chunk_size; docs/pools.md)."""
+
+
+# scheduler fields a pool may set for itself (the rest must equal the cluster's scheduler)
+POOL_SCHEDULER_FIELDS = (
+    "num_blocks",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "long_prefill_token_threshold",
+    "max_num_partial_prefills",
+    "chunk_size",
+)
+
+
+# the ClusterConfig fields a pool sets for itself (cluster.pools replaces them)
+POOL_FIELDS = ("device", "node", "tp", "pp", "num_replicas")
+
 
 @dataclass(frozen=True)
 class ClusterConfig:
@@ -291,6 +333,11 @@ class ClusterConfig:
     """Identical replicas behind the router."""
     memory_margin_fraction: float = 0.1
     """GPU memory kept free by the planner."""
+    pools: tyro.conf.Suppress[tuple[PoolConfig, ...]] = ()
+    """Heterogeneous cluster: a list of pools (config files only; docs/pools.md), their
+    replicas behind the one router, numbered pool by pool. Empty = one pool made of device,
+    node, tp, pp and num_replicas above; when given, those fields must stay at their
+    defaults."""
     memory_model: Literal["auto", "vidur", "vllm"] = "auto"
     """KV planner accounting: vidur (transformer-layer weights only) or vllm (also the
     embedding and LM head, tied or not, the profiled activation peak and communication buffers,
@@ -351,3 +398,30 @@ class SimConfig:
     strict: bool = False
     """Fail up front when a request can never run (longer than the KV cache or the per-request
     token bound) instead of rejecting it and counting it in num_rejected."""
+
+
+def cluster_pools(c: ClusterConfig) -> tuple[PoolConfig, ...]:
+    """The pools of a cluster: cluster.pools, or the one mixed pool its own fields describe."""
+    if c.pools:
+        return tuple(c.pools)
+    return (PoolConfig(c.device, c.node, c.tp, c.pp, c.num_replicas, "mixed", None),)
+
+
+def pool_view(cfg: "SimConfig", pool: PoolConfig) -> "SimConfig":
+    """The single-pool SimConfig of one pool: its cluster view and its scheduler."""
+    return replace(
+        cfg, cluster=pool_cluster(cfg.cluster, pool), scheduler=pool.scheduler or cfg.scheduler
+    )
+
+
+def pool_cluster(c: ClusterConfig, pool: PoolConfig) -> ClusterConfig:
+    """The single-pool ClusterConfig of one pool (the cluster's model and memory settings)."""
+    return replace(
+        c,
+        device=pool.device,
+        node=pool.node,
+        tp=pool.tp,
+        pp=pool.pp,
+        num_replicas=pool.num_replicas,
+        pools=(),
+    )

@@ -8,12 +8,17 @@ Rules that need the data a run derives (KV blocks from the memory plan, a trace'
 with the stage that derives it.
 """
 
+import dataclasses
 import math
+from contextlib import contextmanager
 
 from vidur_fast.catalog import default_node_for, get_device, get_model, get_node
 from vidur_fast.catalog.arch import moe_parallel
 from vidur_fast.config.predictor import PredictorConfig
 from vidur_fast.config.sim import (
+    POOL_FIELDS,
+    POOL_ROLES,
+    POOL_SCHEDULER_FIELDS,
     ClusterConfig,
     FasterTransformerScheduler,
     LightLLMScheduler,
@@ -26,9 +31,11 @@ from vidur_fast.config.sim import (
     TolerantStickyLopUncachedRouter,
     VllmV0Scheduler,
     VllmV1Scheduler,
+    cluster_pools,
+    pool_cluster,
 )
 from vidur_fast.config.validate_workload import validate_workload
-from vidur_fast.errors import ConfigError
+from vidur_fast.errors import ConfigError, UserError
 
 # Per-replica state is O(replicas x pp x batch cap); bound it so a typo fails fast instead of
 # exhausting memory.
@@ -42,9 +49,14 @@ MAX_GRID_CELLS = 2**27
 def validate_config(cfg: SimConfig) -> None:
     """Raise ConfigError naming the first invalid field of cfg; return None when all are valid."""
     validate_predictor(cfg.predictor)
-    validate_cluster(cfg.cluster)
-    validate_expert_parallelism(cfg.cluster, cfg.predictor)
-    validate_scheduler(cfg.scheduler, cfg.cluster)
+    validate_pools(cfg.cluster)
+    for k, pool in enumerate(cluster_pools(cfg.cluster)):
+        _check_pool_scheduler(cfg, k, pool)
+        c = pool_cluster(cfg.cluster, pool)
+        with pool_errors(cfg.cluster, k):
+            validate_cluster(c)
+            validate_expert_parallelism(c, cfg.predictor)
+            validate_scheduler(pool.scheduler or cfg.scheduler, c)
     validate_router(cfg)
     if not (math.isfinite(cfg.time_limit_s) and cfg.time_limit_s >= 0):
         raise ConfigError(f"time_limit_s: must be a finite number >= 0 (got {cfg.time_limit_s})")
@@ -109,6 +121,76 @@ def validate_expert_parallelism(c: ClusterConfig, p: PredictorConfig) -> None:
                 )
         return
     moe_parallel(model, c.tp, p.attention_dp, p.moe_ep)
+
+
+def validate_pools(c: ClusterConfig) -> None:
+    """cluster.pools: each pool's role and replica count; with pools the cluster's own
+    placement fields stay at their defaults (each pool sets its own)."""
+    if not c.pools:
+        return
+    default = ClusterConfig()
+    for f in POOL_FIELDS:
+        if getattr(c, f) != getattr(default, f):
+            raise ConfigError(
+                f"cluster.{f}: set per pool when cluster.pools is given "
+                f"(cluster.pools[k].{f}; got {getattr(c, f)!r})"
+            )
+    total = 0
+    for k, pool in enumerate(c.pools):
+        if pool.role in ("prefill", "decode"):
+            raise ConfigError(
+                f"cluster.pools[{k}].role: {pool.role} pools (disaggregated prefill/decode "
+                "serving) are not simulated yet; use mixed"
+            )
+        if pool.role not in POOL_ROLES:
+            raise ConfigError(
+                f"cluster.pools[{k}].role: unknown role {pool.role!r}; one of mixed "
+                "(prefill and decode are not simulated yet)"
+            )
+        if pool.num_replicas <= 0:
+            raise ConfigError(
+                f"cluster.pools[{k}].num_replicas: must be > 0 (got {pool.num_replicas})"
+            )
+        total += pool.num_replicas
+    _at_most("cluster.pools: total num_replicas", total, MAX_REPLICAS)
+
+
+def _check_pool_scheduler(cfg: SimConfig, k: int, pool) -> None:
+    """A pool's own scheduler: the cluster's type, other fields only in POOL_SCHEDULER_FIELDS."""
+    s = pool.scheduler
+    if s is None:
+        return
+    if type(s) is not type(cfg.scheduler):
+        raise ConfigError(
+            f"cluster.pools[{k}].scheduler: must be the cluster's scheduler type "
+            f"({type(cfg.scheduler).__name__}; got {type(s).__name__})"
+        )
+    for f in dataclasses.fields(s):
+        mine, theirs = getattr(s, f.name), getattr(cfg.scheduler, f.name)
+        if f.name not in POOL_SCHEDULER_FIELDS and mine != theirs:
+            raise ConfigError(
+                f"cluster.pools[{k}].scheduler.{f.name}: must equal scheduler.{f.name} "
+                f"({theirs!r}; got {mine!r}); a pool may set only "
+                f"{', '.join(x for x in POOL_SCHEDULER_FIELDS if hasattr(s, x))}"
+            )
+
+
+@contextmanager
+def pool_errors(c: ClusterConfig, k: int):
+    """User errors raised on pool k's single-pool view (its config, catalog names, timing
+    data) name that pool: `cluster.tp: ...` becomes `cluster.pools[k].tp: ...`, any other
+    gets a `cluster.pools[k] (device): ` prefix; the error keeps its class. Nothing changes
+    for a cluster without pools."""
+    try:
+        yield
+    except UserError as exc:
+        if not c.pools:
+            raise
+        msg = str(exc)
+        for f in (*POOL_FIELDS, "tp/pp"):
+            if msg.startswith(f"cluster.{f}:"):
+                raise type(exc)(f"cluster.pools[{k}].{msg[len('cluster.') :]}") from None
+        raise type(exc)(f"cluster.pools[{k}] ({c.pools[k].device}): {msg}") from None
 
 
 # ---- scheduler ----

@@ -22,12 +22,14 @@ from vidur_fast.kernels import loop
 from vidur_fast.kernels.block_pool import init_pool_nb
 from vidur_fast.kernels.closed_loop import ClosedLoop
 from vidur_fast.kernels.codes import (
+    BLK_NEXT,
     LS_DONE,
     LS_NEXT_REQ,
     LS_NOW,
     RunStatus,
 )
 from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_S
+from vidur_fast.kernels.pools import PoolParams, one_pool
 from vidur_fast.kernels.router import SESSION_ROUTERS
 from vidur_fast.kernels.state import KvPool, Reps, Reqs, SchedParams, max_running
 from vidur_fast.kernels.timing import TimingGrids, TimingParams
@@ -109,6 +111,17 @@ def _note(bar, msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
 
+def _limit_pool_blocks(kv: KvPool, pools: PoolParams) -> None:
+    """Replicas of pools with fewer KV blocks than the largest: only their first blocks are in
+    the free queue (the rest of the pool's rows are never handed out)."""
+    for r, q in enumerate(pools.rep_pool):
+        blocks = int(pools.usable_blocks[q])
+        if blocks < kv.blk.shape[1]:
+            kv.blk[r, blocks - 1, BLK_NEXT] = NO_ID
+            kv.ftail[r] = blocks - 1
+            kv.nfree[r] = blocks
+
+
 def run_engine(
     arrival_s: np.ndarray,
     prompt: np.ndarray,
@@ -126,6 +139,7 @@ def run_engine(
     closed_loop: ClosedLoopPlan | None = None,
     hashes: np.ndarray | None = None,
     compress_batches: bool = True,
+    pools: PoolParams | None = None,
 ) -> EngineOutput:
     """Simulate until every request finished (or was rejected) or the time limit passed.
 
@@ -137,6 +151,8 @@ def run_engine(
     prefix_aware router read them); None = no hashes.
     compress_batches: compress spilled batch records for metrics.h5 while the loop runs (off
     when no metrics.h5 will be written: the CPU would be spent for nothing).
+    pools: a cluster of several pools (kernels/pools.py); sp then holds the largest pp and KV
+    block count (they size the state) and pools each replica's own. None = one pool.
     """
     arrival_s = np.asarray(arrival_s, dtype=np.float64)
     known = np.isfinite(arrival_s)
@@ -169,6 +185,10 @@ def run_engine(
     if compiling_pool:
         took = time.perf_counter() - t_pool
         _note(None, f"compiled the prefix-cache pool set-up in {took:.0f} s")
+    if pools is None:
+        pools = one_pool()
+    elif pool_blocks > 0:
+        _limit_pool_blocks(kv, pools)
     log = alloc_log(log_capacity)
     # the caller reads grids.counters afterwards, so that array is passed through as is
     tables = {k: kernel_array(v, v.dtype) for k, v in grids._asdict().items() if k != "counters"}
@@ -194,7 +214,9 @@ def run_engine(
         )
 
     def advance(max_steps: int) -> int:
-        return loop.run_nb(reqs, reps, kv, log, run, cl, grids, tparams, sp, limit_ns, max_steps)
+        return loop.run_nb(
+            reqs, reps, kv, log, run, cl, grids, tparams, sp, pools, limit_ns, max_steps
+        )
 
     # A zero-step call loads (or compiles) the kernels, so loop_s is simulation time only.
     compiling = progress and kernel_cached(loop.run_nb) is False

@@ -91,4 +91,12 @@ def load_spec(path: str) -> SweepSpec:
     capacity = data.get("capacity")
     if capacity is not None and not isinstance(capacity, dict):
         raise SweepFileError("capacity: must be a mapping (slo, start_qps, ...)")
-    return SweepSpec(path, base_data, base, _canonical_grid(data.get("grid")), capacity)
+    grid = _canonical_grid(data.get("grid"))
+    pooled = [k for k, (field, _) in grid.items() if field.startswith("cluster.pools")]
+    if base.cluster.pools or pooled:
+        where = "base.cluster.pools" if base.cluster.pools else f"grid.{pooled[0]}"
+        raise SweepFileError(
+            f"{where}: sweeps and capacity searches over cluster.pools are not supported yet; "
+            "simulate each pool layout with `simulate --config`"
+        )
+    return SweepSpec(path, base_data, base, grid, capacity)

@@ -28,19 +28,28 @@ class Result:
         return self.batch_log.frame()
 
 
-def replica_table(out, sp, end_ns: int) -> pd.DataFrame:
+def replica_table(out, sp, end_ns: int, pools=None) -> pd.DataFrame:
+    """One row per replica. pools: kernels.pools.PoolParams of a cluster of several pools
+    (each replica's pool and KV blocks); None = one pool (pool 0, sp's blocks)."""
     reps, kv = out.reps, out.kv
     span = max(end_ns, 1)
+    if pools is None:
+        pool = np.zeros(sp.num_replicas, dtype=np.int64)
+        blocks = np.full(sp.num_replicas, sp.usable_blocks)
+    else:
+        pool = np.asarray(pools.rep_pool, dtype=np.int64)
+        blocks = np.asarray(pools.usable_blocks)[pool]
     # close the kv-usage integral at the end of the run
     area = reps.kv_area + reps.alloc_blocks * np.maximum(end_ns - reps.kv_last_ns, 0)
     return pd.DataFrame(
         {
             "replica": np.arange(sp.num_replicas),
+            "pool": pool,
             "batches": reps.n_batches.copy(),
             "preemptions": reps.preemptions.copy(),
-            "num_blocks": np.full(sp.num_replicas, sp.usable_blocks),
-            "kv_usage_mean": area / span / sp.usable_blocks,
-            "kv_usage_peak": reps.kv_peak / sp.usable_blocks,
+            "num_blocks": blocks,
+            "kv_usage_mean": area / span / blocks,
+            "kv_usage_peak": reps.kv_peak / blocks,
             "busy_fraction": reps.busy_ns[:, 0] / span,
             "requests_completed": np.bincount(
                 out.reqs.replica[out.reqs.replica >= 0], minlength=sp.num_replicas

@@ -94,6 +94,8 @@ def format_summary(summary: dict) -> str:
             f" GPU{'s' if summary['gpus'] != 1 else ''},"
             f" ${summary['cost_per_1k_requests_usd']:.4f} per 1k requests"
         )
+    if len(summary.get("pools", ())) > 1:
+        lines += format_pools(summary["pools"])
     return "\n".join(lines)
 
 
@@ -142,3 +144,18 @@ def format_sweep_table(table) -> str:
     lines = ["  ".join(h.rjust(w) for h, w in zip(heads, widths, strict=True))]
     lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
     return "\n".join(lines)
+
+
+def format_pools(pools: list[dict]) -> list[str]:
+    """Console lines, one per pool."""
+    lines = []
+    for p in pools:
+        delay = p["scheduling_delay_p50_s"]
+        delay_txt = f"{delay:.3f} s" if delay is not None else "-"
+        lines.append(
+            f"pool {p['pool']}: {p['replicas']} x {p['device']} TP{p['tp']} PP{p['pp']}"
+            f" ({p['role']}): busy {100 * p['busy_fraction_mean']:.1f}%,"
+            f" {p['num_completed']} done, {p['throughput_output_tokens_per_s']:.1f} output"
+            f" tok/s, queueing p50 {delay_txt}, cost ${p['cost_usd']:.4f}"
+        )
+    return lines

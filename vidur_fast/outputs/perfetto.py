@@ -114,19 +114,38 @@ def _batch_kind(pre: np.ndarray, dec: np.ndarray) -> np.ndarray:
     return kind
 
 
-def _metadata(n_replicas: int, pp: int) -> list[str]:
+def _metadata(n_replicas: int, rep_pp: np.ndarray, rep_pool: np.ndarray | None) -> list[str]:
     out = []
     for r in range(n_replicas):
-        out.append(f'{{"name":"process_name","ph":"M","pid":{r},"args":{{"name":"replica {r}"}}}}')
+        name = f"replica {r}" if rep_pool is None else f"replica {r} (pool {rep_pool[r]})"
+        out.append(f'{{"name":"process_name","ph":"M","pid":{r},"args":{{"name":"{name}"}}}}')
         out.append(
             f'{{"name":"process_sort_index","ph":"M","pid":{r},"args":{{"sort_index":{r}}}}}'
         )
-        for s in range(pp):
+        for s in range(int(rep_pp[r])):
             out.append(
                 f'{{"name":"thread_name","ph":"M","pid":{r},"tid":{s},'
                 f'"args":{{"name":"stage {s}"}}}}'
             )
     return out
+
+
+def _spans_by_depth(batches: pd.DataFrame, rep_pp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """stage_spans_ns with each replica's own pipeline depth (columns past a replica's depth
+    are unused)."""
+    if np.all(rep_pp == rep_pp[0]):
+        return stage_spans_ns(batches, int(rep_pp[0]))
+    n = len(batches)
+    width = int(rep_pp.max())
+    begin = np.zeros((n, width), dtype=np.int64)
+    end = np.zeros((n, width), dtype=np.int64)
+    depth = rep_pp[batches["replica"].to_numpy()]
+    for k in np.unique(depth):
+        rows = np.flatnonzero(depth == k)
+        b, e = stage_spans_ns(batches.iloc[rows], int(k))
+        begin[rows, : int(k)] = b
+        end[rows, : int(k)] = e
+    return begin, end
 
 
 def write_trace(
@@ -137,11 +156,18 @@ def write_trace(
     every: int = 1,
     start_s: float = 0.0,
     end_s: float = 0.0,
+    replica_pp: list[int] | None = None,
 ) -> int:
-    """Write trace.json; returns the number of batches drawn."""
+    """Write trace.json; returns the number of batches drawn. replica_pp: each replica's
+    pipeline stages (a cluster of pools; None = pp for every replica); the replicas of a
+    cluster of several pools are named with their pool."""
     n_rep = len(replicas)
     num_blocks = np.maximum(replicas.set_index("replica")["num_blocks"].to_numpy(), 1)
-    begin, end = stage_spans_ns(batches, pp) if len(batches) else (None, None)
+    rep_pp = np.full(max(n_rep, 1), pp) if replica_pp is None else np.asarray(replica_pp)
+    rep_pool = None
+    if "pool" in replicas and replicas["pool"].nunique() > 1:
+        rep_pool = replicas["pool"].to_numpy()
+    begin, end = _spans_by_depth(batches, rep_pp) if len(batches) else (None, None)
     sel = select_batches(batches, every, start_s, end_s) if len(batches) else np.zeros(0, int)
     rep_all = batches["replica"].to_numpy() if len(batches) else np.zeros(0, int)
     other = {
@@ -155,14 +181,14 @@ def write_trace(
         f.write('{"displayTimeUnit":"ms","otherData":')
         f.write(json.dumps(other))
         f.write(',"traceEvents":[\n')
-        f.write(",\n".join(_metadata(n_rep, pp)))
+        f.write(",\n".join(_metadata(n_rep, rep_pp, rep_pool)))
         by_rep = sel[np.argsort(rep_all[sel], kind="stable")]
         cuts = np.searchsorted(rep_all[by_rep], np.arange(n_rep + 1), side="left")
         for r in range(n_rep):
             rows_r = by_rep[cuts[r] : cuts[r + 1]]
             if rows_r.shape[0] == 0:
                 continue
-            for s in range(pp):
+            for s in range(int(rep_pp[r])):
                 order = rows_r[np.argsort(begin[rows_r, s], kind="stable")]
                 for lo in range(0, order.shape[0], CHUNK):
                     rows = order[lo : lo + CHUNK]

@@ -31,6 +31,18 @@ class RunData:
     def pp(self) -> int:
         return int(self.config.get("cluster", {}).get("pp", 1))
 
+    @property
+    def pools(self) -> list[dict]:
+        """cluster.pools as config.json holds them (empty for a one-pool run)."""
+        return list(self.config.get("cluster", {}).get("pools") or [])
+
+    @property
+    def replica_pp(self) -> list[int]:
+        """Pipeline stages of each replica (its pool's pp with cluster.pools)."""
+        if not self.pools:
+            return [self.pp] * len(self.replicas)
+        return [int(p.get("pp", 1)) for p in self.pools for _ in range(p.get("num_replicas", 1))]
+
 
 def run_data_from_result(result, name: str = "run") -> RunData:
     """Wrap an in-memory `api.Result` so plots and traces take either."""

@@ -64,6 +64,7 @@ BATCH_COLUMNS = {
 
 REPLICA_COLUMNS = {
     "replica": ("1", "replica id"),
+    "pool": ("1", "pool of the replica (cluster.pools order; 0 for a one-pool cluster)"),
     "batches": ("1", "batches run"),
     "preemptions": ("1", "preemptions"),
     "num_blocks": ("blocks", "KV blocks of the replica"),
