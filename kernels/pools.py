@@ -35,6 +35,7 @@ class PoolParams(NamedTuple):
     layers_per_stage: np.ndarray  # int64[P]
     kv_rule: np.ndarray  # int64[P]
     tp: np.ndarray  # int64[P]
+    pow2_tokens_below: np.ndarray  # int64[P]
     decode_overhead: np.ndarray  # float64[P]
     prefill_overhead: np.ndarray  # float64[P]
     cpu_overhead_ms: np.ndarray  # float64[P]
@@ -148,6 +149,7 @@ def pool_timing_nb(pools, q):
         pools.cpu_overhead_per_seq_ms[q],
         pools.sampler_ms[q],
         pools.sampler_per_seq_ms[q],
+        pools.pow2_tokens_below[q],
     )
 
 
@@ -157,7 +159,7 @@ def one_pool() -> PoolParams:
     f = np.zeros(0, dtype=np.float64)
     f2 = np.zeros((0, 0), dtype=np.float64)
     f3 = np.zeros((0, 0, 0), dtype=np.float64)
-    return PoolParams(*([i] * 16), *([f] * 6), f2, f2, f2, f2, f3, f3)
+    return PoolParams(*([i] * 17), *([f] * 6), f2, f2, f2, f2, f3, f3)
 
 
 def stack_pools(rep_pool, sched: list, timing: list, grids: list) -> PoolParams:
@@ -190,6 +192,7 @@ def stack_pools(rep_pool, sched: list, timing: list, grids: list) -> PoolParams:
         layers_per_stage=ints([t.layers_per_stage for t in timing]),
         kv_rule=ints([t.kv_rule for t in timing]),
         tp=ints([t.tp for t in timing]),
+        pow2_tokens_below=ints([t.pow2_tokens_below for t in timing]),
         decode_overhead=floats([t.decode_overhead for t in timing]),
         prefill_overhead=floats([t.prefill_overhead for t in timing]),
         cpu_overhead_ms=floats([t.cpu_overhead_ms for t in timing]),
