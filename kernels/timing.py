@@ -46,6 +46,7 @@ class TimingParams(NamedTuple):
     tp: int
     pp: int
     cpu_overhead_per_seq_ms: float = 0.0  # host overhead per request in the batch, per stage
+    eager_ms_per_layer: float = 0.0  # floor per layer of a stage that carries prefill tokens
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -122,7 +123,14 @@ def stage_time_ms_nb(
         if n_pre > 1:
             t *= 1.0 + tp_.prefill_overhead
         layer += t
-    total = layer * tp_.layers_per_stage + tp_.cpu_overhead_ms
+    total = layer * tp_.layers_per_stage
+    if n_pre > 0:
+        # a step that carries prefill tokens runs outside CUDA graphs: the host launches its
+        # kernels one by one, so it lasts at least the launch time of its layers
+        floor = tp_.eager_ms_per_layer * tp_.layers_per_stage
+        if total < floor:
+            total = floor
+    total += tp_.cpu_overhead_ms
     total += tp_.cpu_overhead_per_seq_ms * (n_dec + n_pre)
     if tp_.pp > 1 and not last_stage:
         total += grids.sendrecv_ms[

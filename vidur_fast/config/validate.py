@@ -232,6 +232,7 @@ _NONNEG_FLOATS = (
     "nccl_launch_overhead_ms",
     "cpu_overhead_ms",
     "cpu_overhead_per_seq_ms",
+    "eager_launch_ms_per_layer",
 )
 
 

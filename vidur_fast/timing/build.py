@@ -71,6 +71,7 @@ def timing_params(model: ModelSpec, tp: int, pp: int, cfg: PredictorConfig) -> T
         prefill_overhead=float(cfg.prefill_batching_overhead) if gqa else 0.0,
         cpu_overhead_ms=float(cfg.cpu_overhead_ms),
         cpu_overhead_per_seq_ms=float(cfg.cpu_overhead_per_seq_ms),
+        eager_ms_per_layer=float(cfg.eager_launch_ms_per_layer),
         kv_rule=KV_RULE_PER_REQUEST if cfg.kv_rule == "per_request" else KV_RULE_SUM,
         tp=tp,
         pp=pp,

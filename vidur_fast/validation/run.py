@@ -47,6 +47,11 @@ SUPPORTED_BACKENDS = ("", "vllm")
 # before it).
 HOST_STEP_MS = 1.42
 HOST_PER_SEQ_MS = 0.040
+# Host time to launch one layer's kernels in a step that runs outside CUDA graphs (vLLM replays
+# graphs for decode-sized batches; a step carrying prefill tokens is launched kernel by kernel),
+# so such a step lasts at least this much per layer. Calibrated on the Qwen3-32B H100 rows (the
+# value of lowest TTFT MAPE over 0 ... 0.7 in steps of 0.05-0.2; docs/validation.md).
+EAGER_LAUNCH_MS_PER_LAYER = 0.45
 # First vLLM release whose engine schedules one step ahead by default (async scheduling).
 ASYNC_SCHEDULING_SINCE = (0, 12)
 
@@ -77,7 +82,9 @@ class ValidateConfig:
     request in prefill per step)."""
     predictor: PredictorConfig = field(
         default_factory=lambda: PredictorConfig(
-            cpu_overhead_ms=HOST_STEP_MS, cpu_overhead_per_seq_ms=HOST_PER_SEQ_MS
+            cpu_overhead_ms=HOST_STEP_MS,
+            cpu_overhead_per_seq_ms=HOST_PER_SEQ_MS,
+            eager_launch_ms_per_layer=EAGER_LAUNCH_MS_PER_LAYER,
         )
     )
     """Timing model (default: aiconfigurator's measured vLLM kernels plus the host overhead
