@@ -23,6 +23,10 @@ class PredictorConfig:
     kv_cache_dtype: Literal["bf16", "fp16", "fp8"] = "bf16"
     """KV-cache element type: attention kernels measured with it (aiconfigurator), KV bytes of
     the roofline and the KV-cache save, and bytes per token in the memory planner."""
+    decode_attention_kv_dtype: Literal["", "bf16", "fp16", "fp8"] = ""
+    """aiconfigurator source: time decode attention with the kernels measured at this KV-cache
+    dtype instead ("" = kv_cache_dtype), for an engine whose decode kernel gains nothing from a
+    narrower cache. KV bytes, the KV-cache save and the memory planner keep kv_cache_dtype."""
     kernel_envelope: bool = True
     """aiconfigurator source: time each GEMM by the fastest kernel measured at a shape at least
     as large in every dimension, and each all-reduce by the fastest one measured at a message

@@ -208,6 +208,7 @@ _CHOICES = {
     "backend": ("vllm", "trtllm", "sglang"),
     "precision": ("bf16", "fp8", "fp8_block", "nvfp4"),
     "kv_cache_dtype": ("bf16", "fp16", "fp8"),
+    "decode_attention_kv_dtype": ("", "bf16", "fp16", "fp8"),
     "regressor": ("random_forest", "polynomial"),
     "kv_rule": ("per_request", "sum"),
     "cache_mode": ("use", "ignore", "require", "refresh"),

@@ -123,6 +123,7 @@ def build_timing(
         precision=cfg.precision,
         kv_cache_dtype=cfg.kv_cache_dtype,
         kernel_envelope=cfg.kernel_envelope,
+        decode_attention_kv_dtype=cfg.decode_attention_kv_dtype,
     )
     timing = timing_from_samples(samples, spec, tp, pp, cfg, progress=progress)
     if cfg.cache_mode in ("use", "refresh"):

@@ -33,6 +33,7 @@ def load_samples(
     precision: str = "bf16",
     kv_cache_dtype: str = "bf16",
     kernel_envelope: bool = True,
+    decode_attention_kv_dtype: str = "",
 ) -> OperatorSamples:
     """Operator samples of `model` on `device` in `node` at the given TP and PP.
 
@@ -42,11 +43,15 @@ def load_samples(
     attention.csv filter. precision: bf16 or fp8 GEMMs (aiconfigurator, roofline; fp8_block
     aiconfigurator only). kv_cache_dtype: bf16, fp16 or fp8 KV cache (attention and KV save).
     kernel_envelope: the fastest-kernel envelope of aiconfigurator's GEMM and all-reduce tables.
+    decode_attention_kv_dtype: aiconfigurator only; the KV-cache dtype whose measured decode
+    attention kernels time decode ("" = kv_cache_dtype).
     Raises ProfileError (one line naming the file/field and what is available) on bad input.
     """
     _check_source(source)
     if tp < 1 or pp < 1:
         raise profile_error(source, f"tp and pp must be >= 1 (got tp={tp}, pp={pp})")
+    if decode_attention_kv_dtype and source != "aiconfigurator":
+        raise profile_error(source, "decode_attention_kv_dtype needs the aiconfigurator source")
     if source == "vidur":
         return vidur.load(
             model, device, node, tp, pp,
@@ -58,6 +63,7 @@ def load_samples(
             model, device, node, tp, pp,
             profile_dir=profile_dir, backend=backend, precision=precision,
             kv_cache_dtype=kv_cache_dtype, kernel_envelope=kernel_envelope,
+            decode_attention_kv_dtype=decode_attention_kv_dtype,
         )  # fmt: skip
     return roofline.load(
         model, device, node, tp, pp, precision=precision, kv_cache_dtype=kv_cache_dtype

@@ -11,6 +11,9 @@ from dataclasses import dataclass
 
 from vidur_fast.validation.silicon.sample import SiliconRow
 
+# catalog devices of the Hopper generation (SM90)
+HOPPER_DEVICES = ("h100", "h200")
+
 
 @dataclass(frozen=True)
 class Campaign:
@@ -36,6 +39,10 @@ class Campaign:
     lasts max(GPU, host). The host terms are then 0: host time (1.42 ms + 0.040 ms per
     request, at most 4.0 ms at 64 requests) is below the GPU decode step of every row of the
     campaigns that set this (about 7 ms and more), so max(GPU, host) = GPU."""
+    hopper_decode_attention_kv_dtype: str = ""
+    """On Hopper GPUs, time decode attention with the kernels measured at this KV dtype
+    ("" = the cache's own): the campaign's vLLM release gains nothing in decode from an fp8
+    cache on SM90 (docs/validation.md, "Decode attention with an fp8 cache on Hopper")."""
     held_out: str = ""
     """Why the rows cannot be reproduced as measured ("" = they can): with campaign facts on
     (and no prompt-pool what-if) they are listed as not simulated with this reason."""
@@ -58,6 +65,7 @@ CAMPAIGNS: tuple[Campaign, ...] = (
         prefix_caching=False,
         prompts_repeat=False,
         host_overlap=True,
+        hopper_decode_attention_kv_dtype="bf16",
     ),
     Campaign(
         name="dynamo-gtl",

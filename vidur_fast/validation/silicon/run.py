@@ -16,7 +16,12 @@ import pandas as pd
 from vidur_fast.errors import ConfigError, UserError
 from vidur_fast.validation.bench_csv import BenchRow
 from vidur_fast.validation.run import ValidateConfig, aggregate, resolve_device, row_config
-from vidur_fast.validation.silicon.campaigns import Campaign, campaign_for, client_lengths
+from vidur_fast.validation.silicon.campaigns import (
+    HOPPER_DEVICES,
+    Campaign,
+    campaign_for,
+    client_lengths,
+)
 from vidur_fast.validation.silicon.physics import check_row
 from vidur_fast.validation.silicon.sample import SiliconRow, read_silicon_sample
 
@@ -141,6 +146,12 @@ def _simulate(
         cfg = row_config(b, sim_cfg)
         if camp is not None and camp.kv_cache_dtype:
             cfg = replace(cfg, predictor=replace(cfg.predictor, kv_cache_dtype=camp.kv_cache_dtype))
+        if camp is not None and camp.hopper_decode_attention_kv_dtype:
+            if resolve_device(b.device) in HOPPER_DEVICES:
+                dec_kv = camp.hopper_decode_attention_kv_dtype
+                cfg = replace(
+                    cfg, predictor=replace(cfg.predictor, decode_attention_kv_dtype=dec_kv)
+                )
         if camp is not None and camp.host_overlap:
             host0 = replace(cfg.predictor, cpu_overhead_ms=0.0, cpu_overhead_per_seq_ms=0.0)
             cfg = replace(cfg, predictor=host0)
