@@ -124,9 +124,11 @@ def stage_time_ms_nb(
             t *= 1.0 + tp_.prefill_overhead
         layer += t
     total = layer * tp_.layers_per_stage
-    if n_pre > 0:
-        # a step that carries prefill tokens runs outside CUDA graphs: the host launches its
-        # kernels one by one, so it lasts at least the launch time of its layers
+    if n_pre > 0 and n_tokens > n_dec + n_pre:
+        # a step in which some request has more than one new token (a prompt chunk) runs
+        # outside CUDA graphs: the host launches its kernels one by one, so it lasts at least
+        # the launch time of its layers (a batch of one token per request is a decode batch
+        # and replays its graph, even when a request's prompt came from the prefix cache)
         floor = tp_.eager_ms_per_layer * tp_.layers_per_stage
         if total < floor:
             total = floor

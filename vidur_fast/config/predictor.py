@@ -70,8 +70,9 @@ class PredictorConfig:
     preparation and output processing of a synchronous engine loop)."""
     eager_launch_ms_per_layer: float = 0.0
     """Host time to launch one layer's kernels outside a CUDA graph. vLLM replays CUDA graphs
-    for decode-sized batches only; a step that carries prefill tokens is launched kernel by
-    kernel, so it lasts at least this much per layer (0 = no floor)."""
+    for decode-sized batches only; a step in which some request has more than one new token (a
+    prompt chunk) is launched kernel by kernel, so it lasts at least this much per layer
+    (0 = no floor)."""
     kv_rule: Literal["per_request", "sum"] = "sum"
     """Prefill kv feature: sum of per-request kv rounded up to g (Vidur main), or the sum of kv
     rounded once (Vidur canary)."""
