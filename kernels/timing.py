@@ -47,6 +47,7 @@ class TimingParams(NamedTuple):
     pp: int
     cpu_overhead_per_seq_ms: float = 0.0  # host overhead per request in the batch, per stage
     eager_ms_per_layer: float = 0.0  # floor per layer of a stage that carries prefill tokens
+    graph_max_tokens: int = 0  # mixed batches of at most this many tokens replay CUDA graphs
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -124,11 +125,12 @@ def stage_time_ms_nb(
             t *= 1.0 + tp_.prefill_overhead
         layer += t
     total = layer * tp_.layers_per_stage
-    if n_pre > 0 and n_tokens > n_dec + n_pre:
+    if n_pre > 0 and n_tokens > n_dec + n_pre and n_tokens > tp_.graph_max_tokens:
         # a step in which some request has more than one new token (a prompt chunk) runs
         # outside CUDA graphs: the host launches its kernels one by one, so it lasts at least
         # the launch time of its layers (a batch of one token per request is a decode batch
-        # and replays its graph, even when a request's prompt came from the prefix cache)
+        # and replays its graph, even when a request's prompt came from the prefix cache; so
+        # does a mixed batch within the captured sizes, graph_max_tokens)
         floor = tp_.eager_ms_per_layer * tp_.layers_per_stage
         if total < floor:
             total = floor

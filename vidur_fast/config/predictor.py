@@ -73,6 +73,11 @@ class PredictorConfig:
     for decode-sized batches only; a step in which some request has more than one new token (a
     prompt chunk) is launched kernel by kernel, so it lasts at least this much per layer
     (0 = no floor)."""
+    graph_max_tokens: int = 0
+    """Largest batch (tokens) the engine captured CUDA graphs for that also cover mixed
+    prefill-decode batches (vLLM's piecewise graphs: 512 by default since vLLM 0.11, 2 x
+    max_num_seqs before; 0 = mixed batches never replay a graph, as with cudagraph_mode
+    FULL_DECODE_ONLY). Such batches are exempt from eager_launch_ms_per_layer."""
     kv_rule: Literal["per_request", "sum"] = "sum"
     """Prefill kv feature: sum of per-request kv rounded up to g (Vidur main), or the sum of kv
     rounded once (Vidur canary)."""

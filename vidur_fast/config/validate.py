@@ -225,6 +225,7 @@ _INT_MIN = {
     "max_prefill_chunk": 1,
     "kv_granularity": 1,
     "chunk_granularity": 1,
+    "graph_max_tokens": 0,
 }
 
 _NONNEG_FLOATS = (

@@ -72,6 +72,7 @@ def timing_params(model: ModelSpec, tp: int, pp: int, cfg: PredictorConfig) -> T
         cpu_overhead_ms=float(cfg.cpu_overhead_ms),
         cpu_overhead_per_seq_ms=float(cfg.cpu_overhead_per_seq_ms),
         eager_ms_per_layer=float(cfg.eager_launch_ms_per_layer),
+        graph_max_tokens=int(cfg.graph_max_tokens),
         kv_rule=KV_RULE_PER_REQUEST if cfg.kv_rule == "per_request" else KV_RULE_SUM,
         tp=tp,
         pp=pp,

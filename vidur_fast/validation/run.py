@@ -52,6 +52,9 @@ HOST_PER_SEQ_MS = 0.040
 # so such a step lasts at least this much per layer. Calibrated on the Qwen3-32B H100 rows (the
 # value of lowest TTFT MAPE over 0 ... 0.7 in steps of 0.05-0.2; docs/validation.md).
 EAGER_LAUNCH_MS_PER_LAYER = 0.45
+# Largest batch vLLM (>= 0.11) captures piecewise CUDA graphs for by default; mixed batches up
+# to this size replay them and are exempt from the launch floor.
+GRAPH_MAX_TOKENS = 512
 # First vLLM release whose engine schedules one step ahead by default (async scheduling).
 ASYNC_SCHEDULING_SINCE = (0, 12)
 
@@ -85,6 +88,7 @@ class ValidateConfig:
             cpu_overhead_ms=HOST_STEP_MS,
             cpu_overhead_per_seq_ms=HOST_PER_SEQ_MS,
             eager_launch_ms_per_layer=EAGER_LAUNCH_MS_PER_LAYER,
+            graph_max_tokens=GRAPH_MAX_TOKENS,
         )
     )
     """Timing model (default: aiconfigurator's measured vLLM kernels plus the host overhead

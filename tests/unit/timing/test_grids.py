@@ -315,6 +315,8 @@ def test_eager_launch_floor_applies_to_prefill_steps_only(samples, tmp_path):
     )
     assert stage_time_ms_nb(tm.grids, floored, *dec) == stage_time_ms_nb(tm.grids, tm.params, *dec)
     assert stage_time_ms_nb(tm.grids, floored, *hit) == stage_time_ms_nb(tm.grids, tm.params, *hit)
+    graphed = floored._replace(graph_max_tokens=100)  # a mixed batch within the captured sizes
+    assert stage_time_ms_nb(tm.grids, graphed, *pre) == stage_time_ms_nb(tm.grids, tm.params, *pre)
 
 
 # ---- cache ----

@@ -152,6 +152,12 @@ def _simulate(
                 cfg = replace(
                     cfg, predictor=replace(cfg.predictor, decode_attention_kv_dtype=dec_kv)
                 )
+        if camp is not None and camp.mixed_graph_tokens_per_client:
+            device = resolve_device(b.device)
+            limit = min(camp.mixed_graph_tokens_per_client * b.concurrency, 512)
+            if device in camp.no_mixed_graph_devices:
+                limit = 0
+            cfg = replace(cfg, predictor=replace(cfg.predictor, graph_max_tokens=limit))
         if camp is not None and camp.host_overlap:
             host0 = replace(cfg.predictor, cpu_overhead_ms=0.0, cpu_overhead_per_seq_ms=0.0)
             cfg = replace(cfg, predictor=host0)
