@@ -36,12 +36,14 @@ class PoolParams(NamedTuple):
     kv_rule: np.ndarray  # int64[P]
     tp: np.ndarray  # int64[P]
     pow2_tokens_below: np.ndarray  # int64[P]
+    graph_max_tokens: np.ndarray  # int64[P]
     decode_overhead: np.ndarray  # float64[P]
     prefill_overhead: np.ndarray  # float64[P]
     cpu_overhead_ms: np.ndarray  # float64[P]
     cpu_overhead_per_seq_ms: np.ndarray  # float64[P]
     sampler_ms: np.ndarray  # float64[P]
     sampler_per_seq_ms: np.ndarray  # float64[P]
+    eager_ms_per_layer: np.ndarray  # float64[P]
     # TimingGrids per pool, stacked on a leading pool axis (the grids share their shapes)
     tok_ms: np.ndarray  # float64[P, T]
     kv_save_ms: np.ndarray  # float64[P, T]
@@ -150,6 +152,8 @@ def pool_timing_nb(pools, q):
         pools.sampler_ms[q],
         pools.sampler_per_seq_ms[q],
         pools.pow2_tokens_below[q],
+        pools.eager_ms_per_layer[q],
+        pools.graph_max_tokens[q],
     )
 
 
@@ -159,7 +163,7 @@ def one_pool() -> PoolParams:
     f = np.zeros(0, dtype=np.float64)
     f2 = np.zeros((0, 0), dtype=np.float64)
     f3 = np.zeros((0, 0, 0), dtype=np.float64)
-    return PoolParams(*([i] * 17), *([f] * 6), f2, f2, f2, f2, f3, f3)
+    return PoolParams(*([i] * 18), *([f] * 7), f2, f2, f2, f2, f3, f3)
 
 
 def stack_pools(rep_pool, sched: list, timing: list, grids: list) -> PoolParams:
@@ -193,12 +197,14 @@ def stack_pools(rep_pool, sched: list, timing: list, grids: list) -> PoolParams:
         kv_rule=ints([t.kv_rule for t in timing]),
         tp=ints([t.tp for t in timing]),
         pow2_tokens_below=ints([t.pow2_tokens_below for t in timing]),
+        graph_max_tokens=ints([t.graph_max_tokens for t in timing]),
         decode_overhead=floats([t.decode_overhead for t in timing]),
         prefill_overhead=floats([t.prefill_overhead for t in timing]),
         cpu_overhead_ms=floats([t.cpu_overhead_ms for t in timing]),
         cpu_overhead_per_seq_ms=floats([t.cpu_overhead_per_seq_ms for t in timing]),
         sampler_ms=floats([t.sampler_ms for t in timing]),
         sampler_per_seq_ms=floats([t.sampler_per_seq_ms for t in timing]),
+        eager_ms_per_layer=floats([t.eager_ms_per_layer for t in timing]),
         tok_ms=stack("tok_ms"),
         kv_save_ms=stack("kv_save_ms"),
         allreduce_ms=stack("allreduce_ms"),

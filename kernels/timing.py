@@ -49,6 +49,8 @@ class TimingParams(NamedTuple):
     sampler_ms: float = 0.0  # GPU time per step outside the layers (sampling), last stage
     sampler_per_seq_ms: float = 0.0  # the same per request in the batch
     pow2_tokens_below: int = 0  # batches of fewer tokens round up to a power of two, not to 8
+    eager_ms_per_layer: float = 0.0  # floor per layer of a stage that carries prefill tokens
+    graph_max_tokens: int = 0  # mixed batches of at most this many tokens replay CUDA graphs
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -130,7 +132,17 @@ def stage_time_ms_nb(
         if n_pre > 1:
             t *= 1.0 + tp_.prefill_overhead
         layer += t
-    total = layer * tp_.layers_per_stage + tp_.cpu_overhead_ms
+    total = layer * tp_.layers_per_stage
+    if n_pre > 0 and n_tokens > n_dec + n_pre and n_tokens > tp_.graph_max_tokens:
+        # a step in which some request has more than one new token (a prompt chunk) runs
+        # outside CUDA graphs: the host launches its kernels one by one, so it lasts at least
+        # the launch time of its layers (a batch of one token per request is a decode batch
+        # and replays its graph, even when a request's prompt came from the prefix cache; so
+        # does a mixed batch within the captured sizes, graph_max_tokens)
+        floor = tp_.eager_ms_per_layer * tp_.layers_per_stage
+        if total < floor:
+            total = floor
+    total += tp_.cpu_overhead_ms
     total += tp_.cpu_overhead_per_seq_ms * (n_dec + n_pre)
     if last_stage:
         # the sampler runs once per step, on the logits of the last stage (GPU work: it does

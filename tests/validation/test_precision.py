@@ -157,3 +157,21 @@ def test_aiconfigurator_fp8_tables():
     assert float(t_blk.time_ms.iloc[0]) < float(t_bf16.time_ms.iloc[0])
     with pytest.raises(ProfileError, match="fp8_block"):
         load_samples("roofline", m, d, n, 2, 1, precision="fp8_block")
+
+
+def test_decode_attention_kv_dtype_times_decode_with_other_kernels():
+    m, d, n = get_model(QWEN), get_device("h100"), get_node("h100_dgx")
+    base = load_samples("aiconfigurator", m, d, n, 2, 1)
+    kv8 = load_samples("aiconfigurator", m, d, n, 2, 1, kv_cache_dtype="fp8")
+    mixed = load_samples(
+        "aiconfigurator", m, d, n, 2, 1, kv_cache_dtype="fp8", decode_attention_kv_dtype="bf16"
+    )
+    # decode attention from the bf16 kernels; the KV-cache save stays that of the fp8 cache
+    assert mixed.decode.time_ms.equals(base.decode.time_ms)
+    assert mixed.token_ops.equals(kv8.token_ops)
+    assert mixed.provenance["decode_attention_kv_dtype"] == "bf16"
+    assert "decode_attention_kv_dtype" not in kv8.provenance
+    with pytest.raises(ProfileError, match="aiconfigurator"):
+        load_samples("roofline", m, d, n, 2, 1, decode_attention_kv_dtype="bf16")
+    with pytest.raises(ConfigError, match=r"predictor\.decode_attention_kv_dtype"):
+        validate_predictor(PredictorConfig(decode_attention_kv_dtype="fp4"))

@@ -2,11 +2,12 @@
 
 The vllm_v1 scheduler stands for vLLM's engine as `vllm serve` runs it, so its defaults are the
 validated settings of docs/validation.md: async scheduling (a scheduler field), vLLM's memory
-accounting, the GPU time per step outside the per-layer model (sampling), and the API server's
-front end. Vidur's schedulers keep Vidur's semantics: no sampler term, Vidur's
-memory planner, no front end. `simulate` resolves a config once, before validating it, so what
-`validate` simulates for a benchmark row and what `simulate` runs for the same deployment are
-the same engine (tests/validation/test_engine_defaults.py).
+accounting, the GPU time per step outside the per-layer model (sampling), the launch floor of
+steps that run outside CUDA graphs, and the API server's front end. Vidur's schedulers keep
+Vidur's semantics: no sampler term, no launch floor, Vidur's memory planner, no front end.
+`simulate` resolves a config once, before validating it, so what `validate` simulates for a
+benchmark row and what `simulate` runs for the same deployment are the same engine
+(tests/validation/test_engine_defaults.py).
 """
 
 from dataclasses import replace
@@ -24,6 +25,14 @@ from vidur_fast.config.sim import SimConfig, VllmV1Scheduler
 # when the client sends no sampling parameters. Greedy requests (temperature 0) skip it.
 VLLM_SAMPLER_MS = 1.42
 VLLM_SAMPLER_PER_SEQ_MS = 0.040
+# Host time to launch one layer's kernels in a step that runs outside CUDA graphs: vLLM replays
+# graphs for decode batches and for mixed batches up to its largest captured size, and launches
+# any larger step carrying a prompt chunk kernel by kernel, so that step lasts at least this much
+# per layer. Calibrated on the calibration set (the value of lowest TTFT MAPE over 0 ... 0.7,
+# docs/validation.md "Launch floor").
+VLLM_EAGER_LAUNCH_MS_PER_LAYER = 0.45
+# Largest batch (tokens) vLLM (>= 0.11) captures piecewise CUDA graphs for by default.
+VLLM_GRAPH_MAX_TOKENS = 512
 # The API server in front of the engine (any workload): serial request handling before the
 # engine sees a request, and the latency of each streamed token to the client (typical
 # magnitudes, not fitted; docs/validation.md "Host overheads").
@@ -62,6 +71,20 @@ def resolve_engine(cfg: SimConfig) -> SimConfig:
                 sampler_per_seq_ms=(VLLM_SAMPLER_PER_SEQ_MS if vllm else 0.0)
                 if p.sampler_per_seq_ms is None
                 else p.sampler_per_seq_ms,
+            ),
+        )
+    p = out.predictor
+    if p.eager_launch_ms_per_layer is None or p.graph_max_tokens is None:
+        eager = VLLM_EAGER_LAUNCH_MS_PER_LAYER if vllm else 0.0
+        graphs = VLLM_GRAPH_MAX_TOKENS if vllm else 0
+        out = replace(
+            out,
+            predictor=replace(
+                p,
+                eager_launch_ms_per_layer=eager
+                if p.eager_launch_ms_per_layer is None
+                else p.eager_launch_ms_per_layer,
+                graph_max_tokens=graphs if p.graph_max_tokens is None else p.graph_max_tokens,
             ),
         )
     w = cfg.workload

@@ -24,6 +24,10 @@ class PredictorConfig:
     kv_cache_dtype: Literal["bf16", "fp16", "fp8"] = "bf16"
     """KV-cache element type: attention kernels measured with it (aiconfigurator), KV bytes of
     the roofline and the KV-cache save, and bytes per token in the memory planner."""
+    decode_attention_kv_dtype: Literal["", "bf16", "fp16", "fp8"] = ""
+    """aiconfigurator source: time decode attention with the kernels measured at this KV-cache
+    dtype instead ("" = kv_cache_dtype), for an engine whose decode kernel gains nothing from a
+    narrower cache. KV bytes, the KV-cache save and the memory planner keep kv_cache_dtype."""
     kernel_envelope: bool = True
     """aiconfigurator source: time each GEMM by the fastest kernel measured at a shape at least
     as large in every dimension, and each all-reduce by the fastest one measured at a message
@@ -91,6 +95,17 @@ class PredictorConfig:
     schedulers: 0). Set 0 for greedy requests (temperature 0)."""
     sampler_per_seq_ms: float | None = None
     """The same per request in the batch (None: vllm_v1 0.040, calibrated; Vidur's: 0)."""
+    eager_launch_ms_per_layer: float | None = None
+    """Host time to launch one layer's kernels outside a CUDA graph. vLLM replays CUDA graphs
+    for decode-sized batches only; a step in which some request has more than one new token (a
+    prompt chunk) is launched kernel by kernel, so it lasts at least this much per layer
+    (0 = no floor; None: the engine's default, vllm_v1 0.45 calibrated, Vidur's schedulers 0)."""
+    graph_max_tokens: int | None = None
+    """Largest batch (tokens) the engine captured CUDA graphs for that also cover mixed
+    prefill-decode batches (vLLM's piecewise graphs: 512 by default since vLLM 0.11, 2 x
+    max_num_seqs before; 0 = mixed batches never replay a graph, as with cudagraph_mode
+    FULL_DECODE_ONLY). Such batches are exempt from eager_launch_ms_per_layer. None: the
+    engine's default (vllm_v1 512, Vidur's schedulers 0)."""
     kv_rule: Literal["per_request", "sum"] = "sum"
     """Prefill kv feature: sum of per-request kv rounded up to g (Vidur main), or the sum of kv
     rounded once (Vidur canary)."""

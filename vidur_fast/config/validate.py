@@ -308,6 +308,7 @@ _CHOICES = {
     "backend": ("vllm", "trtllm", "sglang"),
     "precision": ("bf16", "fp8", "fp8_block", "nvfp4"),
     "kv_cache_dtype": ("bf16", "fp16", "fp8"),
+    "decode_attention_kv_dtype": ("", "bf16", "fp16", "fp8"),
     "regressor": ("random_forest", "polynomial"),
     "kv_rule": ("per_request", "sum"),
     "cache_mode": ("use", "ignore", "require", "refresh"),
@@ -327,6 +328,7 @@ _INT_MIN = {
     "chunk_granularity": 1,
     "moe_ep": 1,
     "attention_dp": 1,
+    "graph_max_tokens": 0,
 }
 
 _NONNEG_FLOATS = (
@@ -337,9 +339,11 @@ _NONNEG_FLOATS = (
     "cpu_overhead_per_seq_ms",
     "sampler_ms",
     "sampler_per_seq_ms",
+    "eager_launch_ms_per_layer",
 )
 # None = the engine's default (config/engine.py)
-_OPTIONAL_FLOATS = ("sampler_ms", "sampler_per_seq_ms")
+_OPTIONAL_INTS = ("graph_max_tokens",)
+_OPTIONAL_FLOATS = ("sampler_ms", "sampler_per_seq_ms", "eager_launch_ms_per_layer")
 
 
 def _fail_predictor(field: str, why: str, value: object) -> None:
@@ -354,6 +358,8 @@ def validate_predictor(cfg: PredictorConfig) -> None:
             _fail_predictor(name, f"must be one of {', '.join(allowed)}", value)
     for name, low in _INT_MIN.items():
         value = getattr(cfg, name)
+        if value is None and name in _OPTIONAL_INTS:
+            continue
         if isinstance(value, bool) or not isinstance(value, int):
             _fail_predictor(name, "must be an integer", value)
         if value < low:

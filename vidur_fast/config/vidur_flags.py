@@ -69,6 +69,9 @@ VIDUR_PREDICTOR = {
     # Vidur's engine has no sampler term outside its profiled operators
     "sampler_ms": 0.0,
     "sampler_per_seq_ms": 0.0,
+    # ... nor a launch floor for steps outside CUDA graphs
+    "eager_launch_ms_per_layer": 0.0,
+    "graph_max_tokens": 0,
 }
 DEFAULTS: dict[str, dict[str, Any]] = {
     MAIN: {
@@ -601,7 +604,13 @@ def _predictor(f: _Flags, data: dict, embedded: bool, cmd: VidurCommand) -> None
         # the project's settings for it and the grid extents the command asked for
         device = get_device(data["cluster"]["device"])
         source = "aiconfigurator" if device.aiconfigurator_system else "roofline"
-        data["predictor"] = {"source": source, "sampler_ms": 0.0, "sampler_per_seq_ms": 0.0}
+        data["predictor"] = {
+            "source": source,
+            "sampler_ms": 0.0,
+            "sampler_per_seq_ms": 0.0,
+            "eager_launch_ms_per_layer": 0.0,
+            "graph_max_tokens": 0,
+        }
         data["predictor"].update(given)
         cmd.notices.append(
             f"no Vidur profiling data ({out['profile_dir']} does not exist and no "

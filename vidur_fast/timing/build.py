@@ -73,6 +73,8 @@ def timing_params(model: ModelSpec, tp: int, pp: int, cfg: PredictorConfig) -> T
         # None (the engine default left unresolved, config/engine.py): no sampler term
         sampler_ms=float(cfg.sampler_ms or 0.0),
         sampler_per_seq_ms=float(cfg.sampler_per_seq_ms or 0.0),
+        eager_ms_per_layer=float(cfg.eager_launch_ms_per_layer or 0.0),
+        graph_max_tokens=int(cfg.graph_max_tokens or 0),
         kv_rule=KV_RULE_PER_REQUEST if cfg.kv_rule == "per_request" else KV_RULE_SUM,
         tp=tp,
         pp=pp,
@@ -129,6 +131,7 @@ def build_timing(
         kv_cache_dtype=cfg.kv_cache_dtype,
         kernel_envelope=cfg.kernel_envelope,
         **_moe_args(spec, cfg),
+        decode_attention_kv_dtype=cfg.decode_attention_kv_dtype,
     )
     timing = timing_from_samples(samples, spec, tp, pp, cfg, progress=progress)
     if cfg.cache_mode in ("use", "refresh"):

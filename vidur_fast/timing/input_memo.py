@@ -70,6 +70,7 @@ def input_fingerprint(
         "backend": cfg.backend,
         "precision": cfg.precision,
         "kv_cache_dtype": cfg.kv_cache_dtype,
+        "decode_attention_kv_dtype": cfg.decode_attention_kv_dtype,
         "kernel_envelope": cfg.kernel_envelope,
         "block_size": block_size,
         "settings": value_settings(cfg),

@@ -300,6 +300,25 @@ def test_grids_feed_the_timing_kernel(samples, tmp_path):
     assert tm.grids.counters[0] > 0
 
 
+def test_eager_launch_floor_applies_to_prefill_steps_only(samples, tmp_path):
+    from vidur_fast.kernels.timing import stage_time_ms_nb
+
+    tm = timing_from_samples(samples, GQA, 2, 2, replace(SMALL, cache_dir=str(tmp_path)))
+    floored = tm.params._replace(eager_ms_per_layer=100.0)
+    layers = tm.params.layers_per_stage
+    pre = (100, 10, 5000, 1, 300, 90 * 90, True)
+    dec = (10, 10, 5000, 0, 0, 0, True)
+    hit = (11, 10, 5000, 1, 300, 1, True)  # a cached prompt: one new token, a decode batch
+    assert stage_time_ms_nb(tm.grids, tm.params, *pre) < 100.0 * layers
+    assert stage_time_ms_nb(tm.grids, floored, *pre) == pytest.approx(
+        100.0 * layers + tm.params.cpu_overhead_ms + tm.params.cpu_overhead_per_seq_ms * 11
+    )
+    assert stage_time_ms_nb(tm.grids, floored, *dec) == stage_time_ms_nb(tm.grids, tm.params, *dec)
+    assert stage_time_ms_nb(tm.grids, floored, *hit) == stage_time_ms_nb(tm.grids, tm.params, *hit)
+    graphed = floored._replace(graph_max_tokens=100)  # a mixed batch within the captured sizes
+    assert stage_time_ms_nb(tm.grids, graphed, *pre) == stage_time_ms_nb(tm.grids, tm.params, *pre)
+
+
 # ---- cache ----
 
 

@@ -38,6 +38,7 @@ def load_samples(
     attention_dp: int = 1,
     moe_routing: str = "power_law_1.2",
     moe_kernel: str = "",
+    decode_attention_kv_dtype: str = "",
 ) -> OperatorSamples:
     """Operator samples of `model` on `device` in `node` at the given TP and PP.
 
@@ -47,6 +48,8 @@ def load_samples(
     attention.csv filter. precision: bf16 or fp8 GEMMs (aiconfigurator, roofline; fp8_block
     aiconfigurator only). kv_cache_dtype: bf16, fp16 or fp8 KV cache (attention and KV save).
     kernel_envelope: the fastest-kernel envelope of aiconfigurator's GEMM and all-reduce tables.
+    decode_attention_kv_dtype: aiconfigurator only; the KV-cache dtype whose measured decode
+    attention kernels time decode ("" = kv_cache_dtype).
     Raises ProfileError (one line naming the file/field and what is available) on bad input.
     """
     _check_source(source)
@@ -60,6 +63,8 @@ def load_samples(
                 "not in Vidur's profiles (predictor.source=aiconfigurator or roofline models it)",
             ),
         )
+    if decode_attention_kv_dtype and source != "aiconfigurator":
+        raise profile_error(source, "decode_attention_kv_dtype needs the aiconfigurator source")
     if source == "vidur":
         return vidur.load(
             model, device, node, tp, pp,
@@ -73,6 +78,7 @@ def load_samples(
             kv_cache_dtype=kv_cache_dtype, kernel_envelope=kernel_envelope,
             moe_ep=moe_ep, attention_dp=attention_dp, moe_routing=moe_routing,
             moe_kernel=moe_kernel,
+            decode_attention_kv_dtype=decode_attention_kv_dtype,
         )  # fmt: skip
     return roofline.load(
         model, device, node, tp, pp, precision=precision, kv_cache_dtype=kv_cache_dtype,

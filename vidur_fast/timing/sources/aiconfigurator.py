@@ -507,6 +507,7 @@ def load(
     attention_dp: int = 1,
     moe_routing: str = "power_law_1.2",
     moe_kernel: str = "",
+    decode_attention_kv_dtype: str = "",
 ) -> OperatorSamples:
     """Samples for one model/device/node/TP/PP from the aiconfigurator database.
 
@@ -574,7 +575,13 @@ def load(
         isl, t_full = full_prefill_curve(ctx_rows, ctx_match)
         kv, chunk = np.meshgrid(PREFILL_KV, np.union1d(PREFILL_CHUNKS, isl), indexing="ij")
         kv, chunk = kv.ravel(), chunk.ravel()
-        gen_rows = attention_rows(gen_path, context=False, kv_cache_dtype=kv_cache_dtype)
+        decode_kv = decode_attention_kv_dtype or kv_cache_dtype
+        if decode_kv not in ATTN_KV_DTYPES:
+            raise profile_error(
+                SOURCE, f"unknown decode attention KV dtype {decode_kv!r}; available: "
+                f"{join(ATTN_KV_DTYPES)}"
+            )  # fmt: skip
+        gen_rows = attention_rows(gen_path, context=False, kv_cache_dtype=decode_kv)
         gen_match = match_heads(gen_rows, q, kvh, d)
         decode, filled = decode_samples(gen_rows, gen_match)
         floor = np.maximum(
@@ -625,6 +632,7 @@ def load(
         "precision": precision,
         "kernel_envelope": kernel_envelope,
         **kv_provenance(kv_cache_dtype),
+        **({"decode_attention_kv_dtype": decode_kv} if decode_kv != kv_cache_dtype else {}),
         "versions": versions,
         "files": digests,
         "model": model.name,

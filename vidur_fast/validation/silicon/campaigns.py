@@ -11,6 +11,9 @@ from dataclasses import dataclass
 
 from vidur_fast.validation.silicon.sample import SiliconRow
 
+# catalog devices of the Hopper generation (SM90)
+HOPPER_DEVICES = ("h100", "h200")
+
 
 @dataclass(frozen=True)
 class Campaign:
@@ -36,6 +39,17 @@ class Campaign:
     greedy: bool = False
     """The client sends temperature 0 with every request, so the engine samples by argmax:
     no sampler time per step (predictor.sampler_ms and sampler_per_seq_ms are 0)."""
+    hopper_decode_attention_kv_dtype: str = ""
+    """On Hopper GPUs, time decode attention with the kernels measured at this KV dtype
+    ("" = the cache's own): the campaign's vLLM release gains nothing in decode from an fp8
+    cache on SM90 (docs/validation.md, "Decode attention with an fp8 cache on Hopper")."""
+    mixed_graph_tokens_per_client: int = 0
+    """The servers captured piecewise CUDA graphs (which mixed batches replay) up to this many
+    tokens per client (vLLM 0.10: 2 x max_num_seqs, capped at 512; the campaign set
+    max_num_seqs to the client count); 0 = the validator's default."""
+    no_mixed_graph_devices: tuple[str, ...] = ()
+    """Devices whose servers captured no graph for mixed batches (cudagraph_mode
+    FULL_DECODE_ONLY)."""
     held_out: str = ""
     """Why the rows cannot be reproduced as measured ("" = they can): with campaign facts on
     (and no prompt-pool what-if) they are listed as not simulated with this reason."""
@@ -60,6 +74,9 @@ CAMPAIGNS: tuple[Campaign, ...] = (
         async_scheduling=True,
         # benchmark_serving.py's OpenAI request functions send "temperature": 0.0
         greedy=True,
+        hopper_decode_attention_kv_dtype="bf16",
+        mixed_graph_tokens_per_client=2,
+        no_mixed_graph_devices=("b200",),
     ),
     Campaign(
         name="dynamo-gtl",

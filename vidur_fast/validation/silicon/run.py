@@ -16,7 +16,12 @@ import pandas as pd
 from vidur_fast.errors import ConfigError, UserError
 from vidur_fast.validation.bench_csv import BenchRow
 from vidur_fast.validation.run import ValidateConfig, aggregate, resolve_device, row_config
-from vidur_fast.validation.silicon.campaigns import Campaign, campaign_for, client_lengths
+from vidur_fast.validation.silicon.campaigns import (
+    HOPPER_DEVICES,
+    Campaign,
+    campaign_for,
+    client_lengths,
+)
 from vidur_fast.validation.silicon.moe_campaigns import moe_campaign_for
 from vidur_fast.validation.silicon.physics import check_row
 from vidur_fast.validation.silicon.sample import SiliconRow, is_moe, read_silicon_sample
@@ -152,6 +157,18 @@ def _simulate(
         if camp is not None and camp.greedy:
             argmax = replace(cfg.predictor, sampler_ms=0.0, sampler_per_seq_ms=0.0)
             cfg = replace(cfg, predictor=argmax)
+        if camp is not None and camp.hopper_decode_attention_kv_dtype:
+            if resolve_device(b.device) in HOPPER_DEVICES:
+                dec_kv = camp.hopper_decode_attention_kv_dtype
+                cfg = replace(
+                    cfg, predictor=replace(cfg.predictor, decode_attention_kv_dtype=dec_kv)
+                )
+        if camp is not None and camp.mixed_graph_tokens_per_client:
+            device = resolve_device(b.device)
+            limit = min(camp.mixed_graph_tokens_per_client * b.concurrency, 512)
+            if device in camp.no_mixed_graph_devices:
+                limit = 0
+            cfg = replace(cfg, predictor=replace(cfg.predictor, graph_max_tokens=limit))
         if camp is not None and camp.length_range_ratio < 1.0:
             n = cfg.workload.num_requests
             p, d = client_lengths(b.isl, b.osl, n, camp.length_range_ratio, sim_cfg.seed + b.index)
