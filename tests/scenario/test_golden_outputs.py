@@ -119,8 +119,8 @@ CASES = {
 
 GOLDEN = {
     "v1_prefix_aware": "bfa93adf98d0338c20d123da280c0846ac141517fb92789b02f6f3b284d2d5b4",
-    "v1_async_sticky": "281aba7b759ffb4a0be3c3a4c2e1c4abfefb6dda067351a813dadfe7192c5d36",
-    "v1_preempting": "d88ba096bb52d9a21f41758ae85f144c8ccb9ff335166b7dddf1d163c56e6ab2",
+    "v1_async_sticky": "bf83f51bae7fe2fa7895ba27eba86ea20119ce5c5c87e813c039c9e3db46f9a5",
+    "v1_preempting": "59f64c547fde7f172629261f4b96366781020c40209b874fdf48b4c317983612",
     "sarathi_pp2": "d6304e96a16f8e9b52c78392ad5ab188467f261821362daa8440be39a19c6326",
     "vllm_v0_random": "5db7de09262ad53020b59dd9396d8e5265a6f567b938142bb2d8d6858dcbc3df",
     "orca": "ca8a293ca18acc7c071255abef304ea2067c9c9ee3e0f928ce66f7943c912dfe",
