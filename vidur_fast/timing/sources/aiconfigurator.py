@@ -552,6 +552,7 @@ def load(
     # attention
     window = sliding_window_share(model)
     mla_prov = None
+    decode_kv = kv_cache_dtype  # the MLA module's tables are keyed by the cache's own dtype
     if model.mla is not None:  # the measured MLA module replaces projections and attention
         prefill, decode, mla_prov, mla_files = mla_attention(
             system, backend, model, tp, precision, kv_cache_dtype
