@@ -9,7 +9,8 @@ value for value). What its published scripts state: the shared client
 (`benchmark_serving.py --dataset-name random --random-range-ratio 0.8 --num-prompts
 10*CONC --max-concurrency CONC --ignore-eos`); the gpt-oss servers run `vllm serve` with
 `no-enable-prefix-caching`, `max-num-batched-tokens 8192` and `--max-num-seqs CONC`, no
-KV-cache dtype flag (so the model's bf16 cache) and no `--async-scheduling` flag, which vLLM
+KV-cache dtype flag (so the model's bf16 cache), `max-cudagraph-capture-size 2048`, and no
+`--async-scheduling` flag, which vLLM
 turns on by default from 0.12 on, and the client samples greedily (no sampler terms), as for
 the campaign facts of the Llama-70B rows. Nothing here is fitted to the measurements.
 """
@@ -28,6 +29,11 @@ class MoECampaign(Campaign):
     fastest measured)."""
     systems: tuple[str, ...] = ()
     """Only rows of these systems (() = all)."""
+    models: tuple[str, ...] = ()
+    """Only rows of these models (() = all)."""
+    graph_capture_max_tokens: int = 0
+    """The servers set `max-cudagraph-capture-size` to this many tokens, so mixed batches up to
+    it replay piecewise CUDA graphs (predictor.graph_max_tokens; 0 = not stated)."""
 
 
 MOE_CAMPAIGNS: tuple[Campaign, ...] = (
@@ -59,7 +65,31 @@ MOE_CAMPAIGNS: tuple[Campaign, ...] = (
         # benchmark_serving.py's OpenAI request functions send "temperature": 0.0
         greedy=True,
         moe_kernel="marlin",
+        # the scripts' config.yaml: max-cudagraph-capture-size 2048
+        graph_capture_max_tokens=2048,
         systems=("h100_sxm", "h200_sxm"),  # vLLM refuses the Marlin MXFP4 path on Blackwell
+    ),
+    MoECampaign(
+        name="inferencex-kimi",
+        pattern=(
+            r"(source_file=\d{4}-\d{2}-\d{2}\.csv; model=Kimi|"
+            r"db-dump/\d{4}-\d{2}-\d{2}; config_id=.*vllm/vllm-openai|"
+            r"source_file=kimi-k2\.5-gap-analysis\.csv)"
+        ),
+        description=(
+            "public InferenceMAX/InferenceX sweep, Kimi-K2.5 int4 (vllm/vllm-openai 0.16, "
+            "--max-num-seqs CONC, async scheduling on by default, no prefix caching, bf16 KV "
+            "cache); client benchmark_serving.py --random-range-ratio 0.8 --num-prompts 10*CONC"
+        ),
+        length_range_ratio=0.8,
+        requests_per_client=10,
+        prefix_caching=False,
+        prompts_repeat=False,
+        async_scheduling=True,  # vLLM's default from 0.12 on
+        greedy=True,
+        # --max-num-seqs CONC: vLLM >= 0.11 captures graphs up to min(2 x max_num_seqs, 512)
+        mixed_graph_tokens_per_client=2,
+        models=("moonshotai/Kimi-K2.5",),
     ),
     Campaign(
         name="inferencex-moe",
@@ -91,6 +121,8 @@ def moe_campaign_for(row: SiliconRow) -> Campaign | None:
         return None
     for c in MOE_CAMPAIGNS:
         if getattr(c, "systems", ()) and row.bench.device not in c.systems:
+            continue
+        if getattr(c, "models", ()) and row.bench.model not in c.models:
             continue
         if re.search(c.pattern, row.source):
             return c

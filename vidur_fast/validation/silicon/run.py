@@ -169,6 +169,9 @@ def _simulate(
             if device in camp.no_mixed_graph_devices:
                 limit = 0
             cfg = replace(cfg, predictor=replace(cfg.predictor, graph_max_tokens=limit))
+        if camp is not None and getattr(camp, "graph_capture_max_tokens", 0):
+            limit = camp.graph_capture_max_tokens
+            cfg = replace(cfg, predictor=replace(cfg.predictor, graph_max_tokens=limit))
         if camp is not None and camp.length_range_ratio < 1.0:
             n = cfg.workload.num_requests
             p, d = client_lengths(b.isl, b.osl, n, camp.length_range_ratio, sim_cfg.seed + b.index)
