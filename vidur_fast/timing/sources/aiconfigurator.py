@@ -106,6 +106,8 @@ def _block_fp8_floor(parts: dict, gemm_path, model, tp, envelope) -> tuple[dict,
     outside the GEMM that a CUDA-graph replay does not pay. The measured decode steps of
     block-FP8 checkpoints leave no room for it: MiniMax-M2.5 at TP 8 on H200 with 4 clients
     decodes in 8.0 ms for 62 layers, while two such GEMMs per layer alone would take 7.2 ms.
+    The floor is the host dispatch of an eager call: aiconfigurator's vLLM GEMM collector times
+    block-FP8 GEMMs without CUDA graphs (bf16 and per-tensor fp8 with them).
     Above the floor the two kernels do the same FP8 tensor-core work (block scales add 1/16384
     of the weight bytes), so the faster measured one stands for the engine's kernel."""
     try:
