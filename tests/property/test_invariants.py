@@ -172,7 +172,7 @@ def check_invariants(p, out, rejected, prompt, decode) -> None:
     assert int(r.restarts.sum()) == int(reps.preemptions.sum())
     # the batch log attributes a preemption to the next batch its replica forms in the same
     # event; one whose step formed no batch and ended the event is only in the replica count
-    assert 0 <= int(b["preempted"].sum()) <= int(reps.preemptions.sum())
+    assert 0 <= int(b["preemptions"].sum()) <= int(reps.preemptions.sum())
     assert int(reps.n_batches.sum()) == len(b)
     # every pipeline stage drained; router load back to zero
     assert (reps.inflight == 0).all() and (reps.run_n == 0).all() and (reps.wq_len == 0).all()

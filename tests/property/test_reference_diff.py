@@ -213,14 +213,14 @@ def assert_same(out, ref, sp):
         "start_ns",
         "end_ns",
         "replica",
-        "size",
-        "n_tokens",
-        "n_prefill_tokens",
+        "batch_size",
+        "num_tokens",
+        "num_prefill_tokens",
         "stage_ns",
         "alloc_blocks",
-        "waiting",
-        "preempted",
-        "n_cached_tokens",
+        "waiting_requests",
+        "preemptions",
+        "num_cached_tokens",
     ):
         want = [getattr(x, col) for x in ref.batches]
         np.testing.assert_array_equal(b[col].to_numpy(), want, err_msg=f"batch {col} ({sp})")

@@ -43,14 +43,14 @@ class BatchRecord:
     start_ns: int
     end_ns: int
     replica: int
-    size: int
-    n_tokens: int
-    n_prefill_tokens: int
+    batch_size: int
+    num_tokens: int
+    num_prefill_tokens: int
     stage_ns: int  # first stage
     alloc_blocks: int  # after formation
-    waiting: int  # after formation
-    preempted: int  # during formation
-    n_cached_tokens: int  # prompt tokens admitted from the prefix cache
+    waiting_requests: int  # after formation
+    preemptions: int  # during formation
+    num_cached_tokens: int  # prompt tokens admitted from the prefix cache
 
 
 @dataclass
@@ -130,14 +130,14 @@ def _launch(rep: Replica, items, now_ns, grids, tparams, p, preempted, cached, l
             start_ns=stage_times[0][0] if p.async_scheduling else now_ns,
             end_ns=end,
             replica=rep.rid,
-            size=len(items),
-            n_tokens=feats[0],
-            n_prefill_tokens=feats[6],
+            batch_size=len(items),
+            num_tokens=feats[0],
+            num_prefill_tokens=feats[6],
             stage_ns=stage_times[0][1] - stage_times[0][0],
             alloc_blocks=sched.pool.allocated,
-            waiting=len(sched.waiting),
-            preempted=preempted,
-            n_cached_tokens=cached,
+            waiting_requests=len(sched.waiting),
+            preemptions=preempted,
+            num_cached_tokens=cached,
         )
     )
 

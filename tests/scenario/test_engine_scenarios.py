@@ -27,7 +27,7 @@ def test_every_request_finishes_with_its_tokens(policy):
     assert (r.sched_ns < r.first_tok_ns).all()
     assert (r.first_tok_ns <= r.done_ns).all()
     assert (out.reps.alloc_blocks == 0).all(), "blocks leaked"
-    assert out.batches["n_tokens"].sum() >= prompt.sum() + decode.sum() - n
+    assert out.batches["num_tokens"].sum() >= prompt.sum() + decode.sum() - n
 
 
 def test_sarathi_chunks_a_long_prompt_and_decodes_first():
@@ -35,8 +35,8 @@ def test_sarathi_chunks_a_long_prompt_and_decodes_first():
     # decodes take one token of the budget each step.
     out = run([0.0], [600], [3], params(SchedPolicy.SARATHI, chunk=512))
     b = out.batches
-    assert list(b["n_tokens"]) == [512, 88, 1, 1]
-    assert list(b["n_prefill_tokens"]) == [512, 88, 0, 0]
+    assert list(b["num_tokens"]) == [512, 88, 1, 1]
+    assert list(b["num_prefill_tokens"]) == [512, 88, 0, 0]
     # linear grid: 1 ms + 0.01 ms/token, tokens rounded up to 8
     assert _ms(out.reqs.first_tok_ns[0]) == pytest.approx(2 * ((1 + 5.12) + (1 + 0.88)))
 
@@ -46,7 +46,7 @@ def test_vllm_v1_budget_is_shared_by_decodes_and_prefill():
     out = run([0.0, 0.0011], [16, 1000], [50, 2], params(SchedPolicy.VLLM_V1, chunk=512))
     b = out.batches
     second = b.iloc[1]
-    assert second["n_tokens"] == 512 and second["n_prefill_tokens"] == 511
+    assert second["num_tokens"] == 512 and second["num_prefill_tokens"] == 511
 
 
 def test_vllm_v1_preempts_newest_running_request_when_blocks_run_out():

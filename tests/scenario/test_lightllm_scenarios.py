@@ -27,8 +27,8 @@ def test_waiting_requests_get_a_prefill_after_max_waiting_iters_decodes():
     # Linear grid, 2 layers: a step of n tokens takes 2 * (1 + 0.01 * ceil8(n)) ms.
     out = run([0.0, 0.0005], [100, 50], [6, 2], _lightllm(max_waiting_iters=2))
     b = out.batches
-    assert list(b["n_tokens"]) == [100, 1, 1, 50, 2, 1, 1]
-    assert list(b["size"]) == [1, 1, 1, 1, 2, 1, 1]
+    assert list(b["num_tokens"]) == [100, 1, 1, 50, 2, 1, 1]
+    assert list(b["batch_size"]) == [1, 1, 1, 1, 2, 1, 1]
     r = out.reqs
     assert _ms(r.first_tok_ns[1]) == pytest.approx(4.08 + 2.16 + 2.16 + 3.12)
     assert _ms(r.done_ns[1]) == pytest.approx(11.52 + 2.16)
@@ -49,9 +49,9 @@ def test_admission_estimate_counts_every_request_to_completion(num_blocks, b_bat
     assert (r.generated == 50).all()
     assert r.sched_ns[1] == b["start_ns"].iloc[b_batch]
     if b_batch == 0:
-        assert b["n_tokens"].iloc[0] == 200
+        assert b["num_tokens"].iloc[0] == 200
     else:
-        assert list(b["n_tokens"].iloc[: b_batch + 1]) == [100] + [1] * (b_batch - 1) + [100]
+        assert list(b["num_tokens"].iloc[: b_batch + 1]) == [100] + [1] * (b_batch - 1) + [100]
     if num_blocks == 200:
         assert r.sched_ns[1] == r.done_ns[0]
     assert r.restarts.sum() == 0

@@ -85,7 +85,7 @@ def test_each_replica_steps_on_its_own_pools_grids(hetero):
     b = hetero.batch_log.frame_ns()
     for r, pool in enumerate((0, 0, 1)):
         first = b[b["replica"] == r].iloc[0]
-        assert first["n_prefill_tokens"] == PROMPT and first["size"] == 1
+        assert first["num_prefill_tokens"] == PROMPT and first["batch_size"] == 1
         assert first["end_ns"] - first["start_ns"] == want[pool], r
 
 
@@ -241,5 +241,5 @@ def test_a_pool_with_its_own_scheduler_limits():
     assert r.summary["num_completed"] == 40
     b = r.batch_log.frame_ns()
     a100, h100 = b[b["replica"] == 1], b[b["replica"] == 0]
-    assert a100["size"].max() <= 2 and a100["n_tokens"].max() <= 256
-    assert h100["size"].max() > 2 and h100["n_tokens"].max() > 256
+    assert a100["batch_size"].max() <= 2 and a100["num_tokens"].max() <= 256
+    assert h100["batch_size"].max() > 2 and h100["num_tokens"].max() > 256

@@ -157,11 +157,11 @@ def test_max_partial_prefills_caps_prefills_per_step(cap, first_batch):
 
     sp = params(SchedPolicy.VLLM_V1, chunk=4096)._replace(max_num_partial_prefills=cap)
     out = run([0.0, 0.0, 0.0], [100, 100, 100], [4, 4, 4], sp)
-    sizes = out.batches["size"].tolist()
+    sizes = out.batches["batch_size"].tolist()
     assert sizes[0] == first_batch
     # decodes of admitted requests still run alongside the next prefill
     if cap == 1:
-        assert out.batches["n_prefill_tokens"].tolist()[:3] == [100, 100, 100]
+        assert out.batches["num_prefill_tokens"].tolist()[:3] == [100, 100, 100]
         assert sizes[:3] == [1, 2, 3]
 
 

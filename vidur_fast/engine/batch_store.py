@@ -26,22 +26,39 @@ from vidur_fast.engine.chunk_codec import CHUNK_ROWS, encode_chunk, shuffled
 from vidur_fast.kernels.dtypes import NS_PER_S
 from vidur_fast.kernels.state import BatchLog
 
+# kernel BatchLog field -> column name of the store: Result.batches, metrics.h5 /batches, the
+# time series and the trace spell each concept the same way (docs/outputs.md, Column names).
+# Fields not listed keep their name. metrics.h5 files of format_version 2 and older stored
+# /batches under the field names; read_metrics_h5 renames them.
+BATCH_LOG_NAMES = {
+    "size": "batch_size",
+    "n_tokens": "num_tokens",
+    "n_prefill_tokens": "num_prefill_tokens",
+    "n_decode_tokens": "num_decode_tokens",
+    "waiting": "waiting_requests",
+    "preempted": "preemptions",
+    "n_cached_tokens": "num_cached_tokens",
+}
 # columns stored in ns and reported in seconds (name_ns -> name_s), listed last in frame()
 _TIME_COLUMNS = ("start_ns", "end_ns", "stage_ns")
 # counts that fit int32 on disk (a column that ever does not is widened to int64)
 _NARROW = frozenset(
-    ("replica", "size", "n_tokens", "n_prefill_tokens", "n_decode_tokens", "alloc_blocks")
-    + ("waiting", "preempted", "n_cached_tokens")
+    ("replica", "batch_size", "num_tokens", "num_prefill_tokens", "num_decode_tokens")
+    + ("alloc_blocks", "waiting_requests", "preemptions", "num_cached_tokens")
 )
 _I32 = np.iinfo(np.int32)
 
 
 class BatchStore:
-    """Append-only per-batch records of one run (the BatchLog columns, int64)."""
+    """Append-only per-batch records of one run (the BatchLog columns, int64), under the
+    column names of BATCH_LOG_NAMES."""
 
-    def __init__(self, names: tuple[str, ...], compress: bool = True):
-        """compress: also compress the spilled rows for metrics.h5 (when one will be written)."""
+    def __init__(self, fields: tuple[str, ...], compress: bool = True):
+        """fields: the BatchLog fields to keep; compress: also compress the spilled rows for
+        metrics.h5 (when one will be written)."""
+        names = tuple(BATCH_LOG_NAMES.get(k, k) for k in fields)
         self.names = names
+        self._field = dict(zip(names, fields, strict=True))  # column -> BatchLog field
         self._compressing = compress
         self._dir: Path | None = None
         self._on_disk = 0
@@ -98,7 +115,7 @@ class BatchStore:
     def _spill(self, log: BatchLog, n: int) -> None:
         """Append n rows to the raw files and to the compressed chunks (spill thread)."""
         for k in self.names:
-            values = getattr(log, k)[:n]
+            values = getattr(log, self._field[k])[:n]
             raw = values
             if self._disk_dtype[k] == np.int32:
                 if values.min() < _I32.min or values.max() > _I32.max:
@@ -139,7 +156,7 @@ class BatchStore:
         if self._worker is not None:
             self._worker.shutdown()
         n = int(log.n[0])
-        self._tail = {k: getattr(log, k)[:n].copy() for k in self.names}
+        self._tail = {k: getattr(log, self._field[k])[:n].copy() for k in self.names}
 
     def column_ns(self, name: str) -> np.ndarray:
         """One column over all batches, as stored (int64; times in ns)."""
@@ -212,7 +229,8 @@ class BatchStore:
         return pd.DataFrame(dict(self.columns()))
 
     def frame_ns(self) -> pd.DataFrame:
-        """All batches as a DataFrame in the kernel's units (int64 ns), BatchLog order."""
+        """All batches as a DataFrame in the kernel's units (int64 ns), BatchLog order
+        (start_ns, end_ns, stage_ns)."""
         return pd.DataFrame({k: self.column_ns(k) for k in self.names})
 
 

@@ -1,6 +1,6 @@
 """metrics.h5: one group per table, one dataset per column, units as dataset attributes.
 
-Layout (format_version 2; docs/outputs.md lists every column):
+Layout (format_version 3; docs/outputs.md lists every column):
 
     /                      attrs: format_version, vidur_fast_version, config_json, summary_json,
                                   timing_cache_key, timing_source, data_versions (JSON)
@@ -31,6 +31,7 @@ from vidur_fast import __version__
 
 if TYPE_CHECKING:
     import h5py
+from vidur_fast.engine.batch_store import BATCH_LOG_NAMES
 from vidur_fast.engine.chunk_codec import CHUNK_ROWS, GZIP_LEVEL, encode_chunk, shuffled
 from vidur_fast.outputs.schema import (
     FORMAT_VERSION,
@@ -41,6 +42,7 @@ from vidur_fast.outputs.schema import (
 )
 from vidur_fast.outputs.timeseries import (
     HIT_TOKENS,
+    PREFILL_TOKENS,
     has_prefix_cache,
     order_by_replica,
     replica_timeseries,
@@ -228,7 +230,7 @@ def _write_replica_timeseries(
         del dur
     if has_prefix_cache(names, replicas):
         hits_all = np.asarray(column(HIT_TOKENS))
-        pre_all = np.asarray(column("n_prefill_tokens"))
+        pre_all = np.asarray(column(PREFILL_TOKENS))
         emit("prefix_cache_hit_rate", lambda idx, r: running_hit_rate(hits_all[idx], pre_all[idx]))
 
 
@@ -261,6 +263,8 @@ def read_metrics_h5(path: Path) -> dict:
         out = {"attrs": {k: _attr(v) for k, v in f.attrs.items()}}
         for name in ("requests", "batches", "replicas", "tbt_histogram"):
             out[name] = _read_frame(f[name]) if name in f else pd.DataFrame()
+        if int(out["attrs"].get("format_version", 0)) < 3:  # /batches under the field names
+            out["batches"] = out["batches"].rename(columns=BATCH_LOG_NAMES)
         out["timeseries"] = {}
         ts = f["timeseries"] if "timeseries" in f else {}
         if ts and _attr(ts.attrs.get("layout", "columns")) == "batch_row":

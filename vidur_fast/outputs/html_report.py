@@ -94,14 +94,14 @@ def _run_header(label: str, summary: dict, config: dict) -> list:
 def plot_batch_composition(run, path: Path, bins: int = SERIES_POINTS) -> Path | None:
     """Mean prompt and decode tokens per batch over time (all replicas), stacked."""
     b = run.batches
-    if b is None or len(b) == 0 or "n_prefill_tokens" not in b:
+    if b is None or len(b) == 0 or "num_prefill_tokens" not in b:
         return None
     t = b["start_s"].to_numpy(np.float64)
     lo, hi = float(t.min()), float(t.max())
     width = (hi - lo) / bins or 1.0
     centres = lo + (np.arange(bins) + 0.5) * width
-    pre = _binned(t, b["n_prefill_tokens"].to_numpy(np.float64), lo, width, bins)
-    dec = _binned(t, b["n_decode_tokens"].to_numpy(np.float64), lo, width, bins)
+    pre = _binned(t, b["num_prefill_tokens"].to_numpy(np.float64), lo, width, bins)
+    dec = _binned(t, b["num_decode_tokens"].to_numpy(np.float64), lo, width, bins)
     fig = Figure(figsize=(9, 2.8), dpi=90, layout="constrained")
     ax = fig.subplots()
     ok = np.isfinite(pre) & np.isfinite(dec)

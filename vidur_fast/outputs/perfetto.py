@@ -15,16 +15,8 @@ import pandas as pd
 from vidur_fast import __version__
 
 CHUNK = 200_000
-# batch-log columns shown under fixed names in the event args; other numeric columns follow
-ARG_NAMES = {
-    "size": "batch_size",
-    "n_tokens": "tokens",
-    "n_prefill_tokens": "prefill_tokens",
-    "n_decode_tokens": "decode_tokens",
-    "alloc_blocks": "kv_blocks",
-    "waiting": "waiting",
-    "preempted": "preempted",
-}
+# batch-log columns not in the event args (the event's track and times); the other numeric
+# columns are args under their batch-log names
 NOT_ARGS = ("replica", "start_s", "end_s", "stage_s")
 
 
@@ -97,7 +89,7 @@ def _arg_columns(batches: pd.DataFrame, rows: np.ndarray) -> tuple[list[str], li
         if c in NOT_ARGS or not pd.api.types.is_numeric_dtype(batches[c]):
             continue
         v = batches[c].to_numpy()[rows]
-        names.append(ARG_NAMES.get(c, c))
+        names.append(c)
         if np.issubdtype(v.dtype, np.integer) or v.dtype == bool:
             fmts.append("%d")
             vals.append(v.astype(np.int64).tolist())
@@ -204,14 +196,15 @@ def write_trace(
 def _write_x_chunk(f, batches, rows, b_ns, e_ns, r, s, num_blocks) -> None:
     kv = (batches["alloc_blocks"].to_numpy()[rows] / num_blocks[r]).tolist()
     kind = _batch_kind(
-        batches["n_prefill_tokens"].to_numpy()[rows], batches["n_decode_tokens"].to_numpy()[rows]
+        batches["num_prefill_tokens"].to_numpy()[rows],
+        batches["num_decode_tokens"].to_numpy()[rows],
     )
     names, fmts, vals = _arg_columns(batches, rows)
     args = ",".join(f"{json.dumps(n)}:{fm}" for n, fm in zip(names, fmts, strict=True))
     # one %-template per event: formatting stays in C, one string per batch
     template = (
         f'{{"name":%s,"cat":"batch","ph":"X","pid":{r},"tid":{s},"ts":%.3f,"dur":%.3f,'
-        f'"args":{{{args},"kv_use":%.4f}}}}'
+        f'"args":{{{args},"kv_usage_fraction":%.4f}}}}'
     )
     cols = (kind.tolist(), _us(b_ns).tolist(), _us(e_ns - b_ns).tolist(), *vals, kv)
     f.write(",\n" + ",\n".join([template % row for row in zip(*cols, strict=True)]))
@@ -231,12 +224,15 @@ def _write_counter_chunk(f, batches, rows, r, num_blocks, prev) -> tuple:
     """Counter events of one chunk, skipping unchanged values; returns the last values."""
     ts_ns = _to_ns(batches["start_s"].iloc[rows])
     blocks = batches["alloc_blocks"].to_numpy()[rows]
-    wait = batches["waiting"].to_numpy()[rows]
+    wait = batches["waiting_requests"].to_numpy()[rows]
     kv_keep = _changes(blocks, prev[0])
     wait_keep = _changes(wait, prev[1])
     kv_pct = (100.0 * blocks[kv_keep] / num_blocks[r]).tolist()
     kv_t = f'{{"name":"kv_use_pct","ph":"C","pid":{r},"ts":%.3f,"args":{{"kv_use_pct":%.3f}}}}'
-    wait_t = f'{{"name":"waiting","ph":"C","pid":{r},"ts":%.3f,"args":{{"waiting":%d}}}}'
+    wait_t = (
+        f'{{"name":"waiting_requests","ph":"C","pid":{r},"ts":%.3f,'
+        '"args":{"waiting_requests":%d}}'
+    )
     lines = [kv_t % x for x in zip(_us(ts_ns[kv_keep]).tolist(), kv_pct, strict=True)]
     lines += [
         wait_t % x

@@ -4,7 +4,7 @@ Columns that are not listed (for example a new batch-log counter) still get writ
 is inferred from the name suffix so the file stays self-describing.
 """
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 REQUEST_COLUMNS = {
     "request_id": ("1", "row index in arrival order"),
@@ -46,14 +46,14 @@ REQUEST_COLUMNS = {
 
 BATCH_COLUMNS = {
     "replica": ("1", "replica id"),
-    "size": ("requests", "requests in the batch"),
-    "n_tokens": ("tokens", "tokens processed by the batch"),
-    "n_prefill_tokens": ("tokens", "prompt tokens (prefill chunks)"),
-    "n_decode_tokens": ("tokens", "decode tokens (one per decoding request)"),
+    "batch_size": ("requests", "requests in the batch"),
+    "num_tokens": ("tokens", "tokens processed by the batch"),
+    "num_prefill_tokens": ("tokens", "prompt tokens (prefill chunks)"),
+    "num_decode_tokens": ("tokens", "decode tokens (one per decoding request)"),
     "alloc_blocks": ("blocks", "KV blocks allocated on the replica after the batch was formed"),
-    "waiting": ("requests", "waiting-queue length after the batch was formed"),
-    "preempted": ("requests", "preemptions while forming the batch"),
-    "n_cached_tokens": (
+    "waiting_requests": ("requests", "waiting-queue length after the batch was formed"),
+    "preemptions": ("requests", "preemptions while forming the batch"),
+    "num_cached_tokens": (
         "tokens",
         "prompt tokens found in the prefix cache by requests admitted into the batch",
     ),
@@ -78,17 +78,9 @@ REPLICA_COLUMNS = {
     "prefix_cache_evictions": ("blocks", "cached blocks evicted to make room"),
 }
 
-# batch-log column -> time-series name; the rest of the numeric batch columns keep their names
-TIMESERIES_RENAME = {
-    "start_s": "time_s",
-    "size": "batch_size",
-    "n_tokens": "num_tokens",
-    "n_prefill_tokens": "num_prefill_tokens",
-    "n_decode_tokens": "num_decode_tokens",
-    "waiting": "waiting_requests",
-    "preempted": "preemptions",
-    "n_cached_tokens": "num_cached_tokens",
-}
+# batch-log column -> time-series name (the sample time); the other numeric batch columns keep
+# their names
+TIMESERIES_RENAME = {"start_s": "time_s"}
 TIMESERIES_DROPPED = ("replica", "end_s", "stage_s", "alloc_blocks")
 
 # Above this many batches, timeseries/replica_<r> holds only `batch_row` (rows of /batches of

@@ -11,7 +11,9 @@ import pandas as pd
 from vidur_fast.outputs.schema import TIMESERIES_DROPPED, TIMESERIES_RENAME
 
 # batch column: prompt tokens found in the prefix cache by the requests admitted into a batch
-HIT_TOKENS = "n_cached_tokens"
+HIT_TOKENS = "num_cached_tokens"
+# batch column: prompt tokens computed (not found in the cache) by a batch
+PREFILL_TOKENS = "num_prefill_tokens"
 
 
 def has_prefix_cache(batch_columns, replicas: pd.DataFrame) -> bool:
@@ -19,7 +21,7 @@ def has_prefix_cache(batch_columns, replicas: pd.DataFrame) -> bool:
     admission), so that a running hit rate means something."""
     return (
         HIT_TOKENS in batch_columns
-        and "n_prefill_tokens" in batch_columns
+        and PREFILL_TOKENS in batch_columns
         and "prefix_cache_query_tokens" in replicas
         and bool(replicas["prefix_cache_query_tokens"].sum() > 0)
     )
@@ -81,7 +83,7 @@ def replica_timeseries(
             cols["duration_s"] = rows["end_s"].to_numpy() - rows["start_s"].to_numpy()
         if hit_rate:
             cols["prefix_cache_hit_rate"] = running_hit_rate(
-                rows[HIT_TOKENS].to_numpy(), rows["n_prefill_tokens"].to_numpy()
+                rows[HIT_TOKENS].to_numpy(), rows[PREFILL_TOKENS].to_numpy()
             )
         out[int(r)] = pd.DataFrame(cols)
     return out

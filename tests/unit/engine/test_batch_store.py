@@ -13,6 +13,15 @@ from vidur_fast.engine.batch_store import BatchStore
 from vidur_fast.engine.state import alloc_log
 from vidur_fast.outputs import h5
 
+_FIELDS = tuple(k for k in alloc_log(1)._fields if k != "n")
+
+
+def test_store_columns_are_the_batch_log_names():
+    store = BatchStore.for_log(alloc_log(4))
+    assert store.names == tuple(batch_store.BATCH_LOG_NAMES.get(k, k) for k in _FIELDS)
+    assert not set(store.names) & set(batch_store.BATCH_LOG_NAMES)  # no field name survives
+    assert {"batch_size", "num_tokens", "waiting_requests", "preemptions"} <= set(store.names)
+
 
 def _fill(log, rows: dict[str, np.ndarray]) -> None:
     n = len(next(iter(rows.values())))
@@ -35,13 +44,14 @@ def test_spilled_counts_round_trip_and_widen_when_needed():
     _fill(log, {"replica": np.array([3]), "n_tokens": np.array([-5]), "start_ns": np.array([9])})
     store.keep_tail(log)
     assert len(store) == 17 and store.spilled_rows == 16
-    for k in first:
-        got = store.column_ns(k)
+    for k in first:  # BatchLog fields, stored under their column names
+        got = store.column_ns(batch_store.BATCH_LOG_NAMES.get(k, k))
         assert got.dtype == np.int64
         assert_array_equal(got[:8], first[k])
         assert_array_equal(got[8:16], second[k])
-    assert store.column_ns("n_tokens")[16] == -5
-    assert store.column_ns("size").dtype == np.int64 and not store.column_ns("size").any()
+    assert store.column_ns("num_tokens")[16] == -5
+    size = store.column_ns("batch_size")
+    assert size.dtype == np.int64 and not size.any()
     assert_array_equal(store.column("start_s")[:8], np.arange(8) / 1e9)
 
 
@@ -54,9 +64,9 @@ def _spilled_store(monkeypatch, chunk_rows: int, compress: bool = True) -> Batch
     rng = np.random.default_rng(3)
     for n in (8, 6, 8, 3, 2):
         top = 1 << 40 if n == 3 else 1000  # one chunk widens the counts' spill files
-        _fill(log, {k: rng.integers(0, top, n) for k in store.names})
+        _fill(log, {k: rng.integers(0, top, n) for k in _FIELDS})
         log = store.flush(log)
-    _fill(log, {k: rng.integers(0, 1000, 2) for k in store.names})
+    _fill(log, {k: rng.integers(0, 1000, 2) for k in _FIELDS})
     store.keep_tail(log)
     return store
 
@@ -107,7 +117,7 @@ def test_long_columns_are_written_in_chunks_that_read_back_exactly(tmp_path):
     cols = {
         "start_s": rng.random(n) * 1e4,
         "stage_s": rng.integers(0, 9, n) / 7.0,
-        "size": rng.integers(0, 1 << 40, n),
+        "batch_size": rng.integers(0, 1 << 40, n),
         "done": rng.random(n) < 0.5,
         "short": np.arange(3, dtype=np.int16),
     }
@@ -118,4 +128,4 @@ def test_long_columns_are_written_in_chunks_that_read_back_exactly(tmp_path):
             want = v.astype(np.uint8) if v.dtype == bool else v
             assert f[k].dtype == want.dtype
             assert_array_equal(f[k][()], want)
-        assert f["size"].chunks == (h5.CHUNK_ROWS,) and f["short"].chunks == (3,)
+        assert f["batch_size"].chunks == (h5.CHUNK_ROWS,) and f["short"].chunks == (3,)

@@ -45,9 +45,8 @@ def test_h5_timeseries_per_replica(small_result, small_run_dir):
         mine = b[b["replica"] == r]
         assert list(frame.columns[:1]) == ["time_s"]
         assert_array_equal(frame["time_s"], mine["start_s"])
-        assert frame["batch_size"].sum() == mine["size"].sum()
-        assert frame["num_tokens"].sum() == mine["n_tokens"].sum()
-        assert_array_equal(frame["waiting_requests"], mine["waiting"])
+        for c in ("batch_size", "num_tokens", "waiting_requests", "preemptions"):
+            assert_array_equal(frame[c], mine[c], err_msg=c)  # the batch log's own names
         assert_allclose(frame["kv_usage_fraction"], mine["alloc_blocks"] / num_blocks)
         assert frame["kv_usage_fraction"].max() <= small_result.replicas["kv_usage_peak"][r] + 1e-12
     # some queueing happened, so the waiting series is not trivially zero
@@ -69,12 +68,58 @@ def test_h5_units_and_root_attributes(small_result, small_run_dir):
         cfg = json.loads(f.attrs["config_json"])
         assert cfg == json.loads((small_run_dir / "config.json").read_text())
         assert f.attrs["timing_cache_key"] == small_result.summary["timing_cache_key"]
-        assert f.attrs["format_version"] == 2
+        assert f.attrs["format_version"] == 3
         versions = json.loads(f.attrs["data_versions"])
         assert versions["timing"]["key"] == small_result.summary["timing_cache_key"]
         assert "numpy" in versions["packages"]
         summary = json.loads(f.attrs["summary_json"])
         assert summary["num_completed"] == small_result.summary["num_completed"]
+
+
+# names one concept has had in some output; every output must use at most one of each set
+ALIASES = (
+    {"batch_size", "size"},
+    {"num_tokens", "n_tokens", "tokens"},
+    {"num_prefill_tokens", "n_prefill_tokens", "prefill_tokens"},
+    {"num_decode_tokens", "n_decode_tokens", "decode_tokens"},
+    {"num_cached_tokens", "n_cached_tokens"},
+    {"waiting_requests", "waiting"},
+    {"preemptions", "preempted"},
+    {"alloc_blocks", "kv_blocks"},
+    {"kv_usage_fraction", "kv_use"},
+)
+
+
+def test_batches_and_timeseries_spell_shared_columns_alike(small_run_dir):
+    with h5py.File(small_run_dir / "metrics.h5") as f:
+        batches = set(f["batches"])
+        series = {c for g in f["timeseries"].values() for c in g}
+    events = json.loads((small_run_dir / "trace.json").read_text())["traceEvents"]
+    args = {a for e in events if e["ph"] in "XC" for a in e["args"]}
+    shared = {"batch_size", "num_tokens", "num_prefill_tokens", "num_decode_tokens"}
+    shared |= {"num_cached_tokens", "waiting_requests", "preemptions"}
+    assert shared <= batches & series & args
+    for names in ALIASES:
+        used = names & (batches | series | args)
+        assert len(used) <= 1, f"one concept, several names: {sorted(used)}"
+    assert "start_s" in batches and "time_s" in series  # formation time; the sample time
+
+
+def test_format_2_batch_columns_read_under_the_current_names(small_run_dir, tmp_path):
+    # format_version 2 stored /batches under the kernel's field names
+    import shutil
+
+    from vidur_fast.engine.batch_store import BATCH_LOG_NAMES
+
+    old = tmp_path / "old"
+    shutil.copytree(small_run_dir, old)
+    with h5py.File(old / "metrics.h5", "r+") as f:
+        f.attrs["format_version"] = 2
+        for field, name in BATCH_LOG_NAMES.items():
+            f.move(f"batches/{name}", f"batches/{field}")
+    before, after = read_run(small_run_dir), read_run(old)
+    _same_frame(after.batches[list(before.batches.columns)], before.batches)
+    assert sorted(after.batches.columns) == sorted(before.batches.columns)
 
 
 def test_documented_pandas_snippet(small_run_dir):
@@ -142,19 +187,19 @@ def test_prefix_cache_hits_per_batch_add_up_to_the_replica_totals(small_result, 
     totals = run.replicas.set_index("replica")["prefix_cache_hit_tokens"]
     assert totals.sum() > 0
     with h5py.File(path / "metrics.h5") as f:
-        assert f["batches/n_cached_tokens"].attrs["unit"] == "tokens"
+        assert f["batches/num_cached_tokens"].attrs["unit"] == "tokens"
     for r, frame in run.timeseries.items():
         mine = run.batches[run.batches["replica"] == r]
-        hits = mine["n_cached_tokens"].sum()
+        hits = mine["num_cached_tokens"].sum()
         assert hits == totals[r] and frame["num_cached_tokens"].sum() == hits
-        rate = hits / (hits + mine["n_prefill_tokens"].sum())
+        rate = hits / (hits + mine["num_prefill_tokens"].sum())
         assert_allclose(frame["prefix_cache_hit_rate"].iloc[-1], rate)
     assert "prefix_cache_hit_rate" in [p[0] for p in _series_panels(run.timeseries)]
 
 
 def test_no_hit_rate_without_prefix_caching(pp_result, tmp_path):
     run = read_run(write_plain(pp_result, tmp_path / "run"))  # sarathi: no prefix cache
-    assert (run.batches["n_cached_tokens"] == 0).all()
+    assert (run.batches["num_cached_tokens"] == 0).all()
     assert all("prefix_cache_hit_rate" not in f for f in run.timeseries.values())
 
 

@@ -49,10 +49,11 @@ def test_trace_matches_batches_and_replicas(small_result, small_run_dir):
     b, reps = small_result.batches, small_result.replicas
     xs = [e for e in events if e["ph"] == "X"]
     assert len(xs) == len(b)
-    assert sum(e["args"]["tokens"] for e in xs) == b["n_tokens"].sum()
-    assert sum(e["args"]["prefill_tokens"] for e in xs) == b["n_prefill_tokens"].sum()
-    assert sum(e["args"]["decode_tokens"] for e in xs) == b["n_decode_tokens"].sum()
-    assert sum(e["args"]["batch_size"] for e in xs) == b["size"].sum()
+    for c in ("num_tokens", "num_prefill_tokens", "num_decode_tokens", "batch_size"):
+        assert sum(e["args"][c] for e in xs) == b[c].sum()  # args under the batch-log names
+    args = set(xs[0]["args"])
+    assert {"alloc_blocks", "waiting_requests", "preemptions", "kv_usage_fraction"} <= args
+    assert {e["name"] for e in events if e["ph"] == "C"} == {"kv_use_pct", "waiting_requests"}
     span = small_result.summary["simulated_time_s"]
     for r in reps["replica"]:
         mine = [e for e in xs if e["pid"] == r]
