@@ -294,14 +294,9 @@ def _tables(spec, points, ids, log, settings):
     for k, p in enumerate(points):
         w = p.config.workload if p.config is not None else None
         if isinstance(w, TraceWorkload):
-            if w not in rates:
-                try:
-                    rates[w] = trace_rate(w)
-                except UserError:
-                    rates[w] = np.nan
             m = float(table.loc[k, "capacity_qps"])
             multiplier.append(m)
-            table.loc[k, "capacity_qps"] = m * rates[w]
+            table.loc[k, "capacity_qps"] = m * _trace_rate_memo(w, rates)
         else:
             multiplier.append(np.nan)
     table["capacity_rate_multiplier"] = multiplier
@@ -314,6 +309,16 @@ def _tables(spec, points, ids, log, settings):
     table["pareto"] = pareto_mask(latency.to_numpy(), table["cost_per_million_requests_usd"])
     probes = build_table(probe_rows) if probe_rows else pd.DataFrame({"deployment": []})
     return table, probes
+
+
+def _trace_rate_memo(w: TraceWorkload, rates: dict) -> float:
+    """The trace's own arrival rate (req/s), read once per workload (NaN when unreadable)."""
+    if w not in rates:
+        try:
+            rates[w] = trace_rate(w)
+        except UserError:
+            rates[w] = np.nan
+    return rates[w]
 
 
 def _head(spec, p: Point, ids) -> dict:
@@ -333,12 +338,7 @@ def _fixed_tables(spec, points, ids, log, settings) -> pd.DataFrame:
         w = p.config.workload if p.config is not None else None
         qps = settings.load
         if isinstance(w, TraceWorkload):
-            if w not in rates:
-                try:
-                    rates[w] = trace_rate(w)
-                except UserError:
-                    rates[w] = np.nan
-            qps = settings.load * rates[w]
+            qps = settings.load * _trace_rate_memo(w, rates)
         c = p.config.cluster if p.config is not None else None
         extra = {
             "load": settings.load,

@@ -144,7 +144,7 @@ def test_a_misspelt_command_gets_a_suggestion(capsys):
 
 
 def test_run_flags_may_follow_a_subcommand(tmp_path):
-    """The issue's example: --output.dir (and other run-wide flags) after workload: ..."""
+    """A misplaced-looking flag: --output.dir (and other run-wide flags) after workload: ..."""
     from tests.helpers.cli_args import FAST_TIMING_ARGS
     from vidur_fast.commands.main import main
 
