@@ -3,6 +3,8 @@
 import numpy as np
 import pandas as pd
 
+from vidur_fast.kernels.dtypes import NEVER, NS_PER_S
+
 
 def _p(x: np.ndarray, q: float) -> float | None:
     return float(np.percentile(x, q)) if x.size else None
@@ -54,3 +56,28 @@ def pool_summary(
             }
         )
     return out
+
+
+def pd_summary(state, reqs, link: dict, ids: np.ndarray) -> dict:
+    """Disaggregated serving of the requests ids (kernels/pd.py state after the run): the
+    link, the KV transfers (count, bytes, duration), the wait between a prefill's end and
+    its transfer's start, and the hand-offs that queued for decode KV blocks."""
+    ids = np.asarray(ids, dtype=np.int64)
+    started = ids[state.start_ns[ids] != NEVER]
+    ended = started[reqs.replica[started] == state.dst[started]]
+    dur_s = (state.end_ns[ended] - state.start_ns[ended]) / NS_PER_S
+    wait_s = (state.start_ns[started] - state.handoff_ns[started]) / NS_PER_S
+    handed = ids[state.handoff_ns[ids] != NEVER]
+    return {
+        **link,
+        "num_handoffs": int(handed.size),
+        "num_transfers": int(ended.size),
+        "bytes_moved": int(state.nbytes[ended].sum()),
+        "transfer_time_mean_s": float(dur_s.mean()) if dur_s.size else None,
+        "transfer_time_p50_s": _p(dur_s, 50),
+        "transfer_time_p99_s": _p(dur_s, 99),
+        "transfer_time_max_s": float(dur_s.max()) if dur_s.size else None,
+        "num_waited_for_decode_kv": int(state.waited[handed].sum()),
+        "decode_kv_wait_mean_s": float(wait_s.mean()) if wait_s.size else None,
+        "decode_kv_wait_p99_s": _p(wait_s, 99),
+    }
