@@ -213,7 +213,7 @@ def _pd_setup(cfg: SimConfig, pools: list[_Pool], model):
     return link, lambda n: make_pd(role, tok_bytes, float(bw), float(lat), n)
 
 
-def _pool_summaries(cfg, pools, req, replicas, sim_time_s) -> list[dict]:
+def _pool_summaries(cfg, pools, req, replicas, sim_time_s, queued=None) -> list[dict]:
     rows = []
     roles = [p.role for p in cfg.cluster.pools] or ["mixed"]
     for p, role in zip(pools, roles, strict=True):
@@ -229,7 +229,7 @@ def _pool_summaries(cfg, pools, req, replicas, sim_time_s) -> list[dict]:
                 "price_per_gpu_hour_usd": p.device.price_per_hour_usd,
             }
         )
-    return pool_summary(req, replicas, rows, sim_time_s)
+    return pool_summary(req, replicas, rows, sim_time_s, queued)
 
 
 def simulate(
@@ -344,7 +344,9 @@ def simulate(
         clamped,
         out.status,
     )
-    summary["pools"] = _pool_summaries(cfg, pools, in_window, replicas, sim_time_s)
+    # disaggregated: a request queues on its prefill replica and completes on its decode one
+    queued = None if out.disagg is None else out.disagg.src[in_window.index.to_numpy()]
+    summary["pools"] = _pool_summaries(cfg, pools, in_window, replicas, sim_time_s, queued)
     if cfg.cluster.pools:  # GPUs and cost summed over the pools, each at its device's price
         summary["gpus"] = sum(p["gpus"] for p in summary["pools"])
         summary["cost_usd"] = sum(p["cost_usd"] for p in summary["pools"])

@@ -94,6 +94,9 @@ def test_single_request_first_and_second_token_to_the_ns():
     roles = [p["role"] for p in res.summary["pools"]]
     assert roles == ["prefill", "decode"]
     assert [p["num_completed"] for p in res.summary["pools"]] == [0, 1]
+    # queueing counts where the request queued: the prefill pool
+    assert res.summary["pools"][0]["scheduling_delay_p50_s"] == 0.0
+    assert res.summary["pools"][1]["scheduling_delay_p50_s"] is None
 
 
 def test_kv_transfer_override():

@@ -15,20 +15,25 @@ def pool_summary(
     replicas: pd.DataFrame,
     pools: list[dict],
     sim_time_s: float,
+    queued_replica: np.ndarray | None = None,
 ) -> list[dict]:
     """One entry per pool, in pool order. pools: per pool its placement (device, node, tp,
     pp, role, replicas) and price_per_gpu_hour_usd; replicas carries a `pool` column and req
     a `replica` column. Queueing is the scheduling delay (arrival to first scheduled) of the
-    pool's completed requests; cost is the pool's GPUs at its device's price over the run."""
+    pool's completed requests; cost is the pool's GPUs at its device's price over the run.
+    queued_replica: per request of req, the replica where it queued first (disaggregated
+    serving: its prefill replica), whose pool then counts its queueing; None = req's."""
     rep_pool = replicas["pool"].to_numpy()
     req_rep = req["replica"].to_numpy()
     done = req["completed"].to_numpy().astype(bool)
     req_pool = np.where(req_rep >= 0, rep_pool[np.maximum(req_rep, 0)], -1)
+    q_rep = req_rep if queued_replica is None else np.asarray(queued_replica)
+    q_pool = np.where(q_rep >= 0, rep_pool[np.maximum(q_rep, 0)], -1)
     out = []
     for k, pool in enumerate(pools):
         mine = replicas[rep_pool == k]
         sel = (req_pool == k) & done
-        delay = req["request_scheduling_delay"].to_numpy()[sel]
+        delay = req["request_scheduling_delay"].to_numpy()[(q_pool == k) & done]
         dec = req["request_num_decode_tokens"].to_numpy()[sel]
         pre = req["request_num_prefill_tokens"].to_numpy()[sel]
         gpus = pool["tp"] * pool["pp"] * pool["replicas"]
