@@ -11,6 +11,10 @@ the request joins the decode replica's running list with its prompt computed (on
 work in its next step samples the second token). A decode replica whose running list is full
 keeps arrived requests in a second FIFO until a running slot frees.
 
+A decider picks, per arriving request, disaggregated or mixed serving: always, never, or
+only prompts with more than N uncached tokens (without prefix caching: the prompt). A mixed
+request is routed over the mixed replicas and runs there as in an aggregated cluster.
+
 Every array is empty (role has no rows) when the cluster has no prefill/decode pools; the
 loop then never calls these kernels.
 """
@@ -34,7 +38,13 @@ PD_RR_DECODE = 1  # round-robin counter over the decode replicas
 PD_HEAP_N = 2  # transfers in flight (heap size)
 PD_STARTED = 3  # transfers started
 PD_WAITED = 4  # hand-offs that queued for decode KV blocks
+PD_RR_MIXED = 5  # round-robin counter over the mixed replicas
 PD_CTL = 8
+
+# the decider (PDState.decide[0]); decide[1] is the threshold of DECIDE_UNCACHED_ABOVE
+DECIDE_ALWAYS = 0
+DECIDE_NEVER = 1
+DECIDE_UNCACHED_ABOVE = 2
 
 
 class PDState(NamedTuple):
@@ -43,6 +53,8 @@ class PDState(NamedTuple):
     role: np.ndarray  # int64[R], ROLE_* of each replica (empty: no PD)
     prefill_ids: np.ndarray  # int64[Rp], the prefill replicas in id order
     decode_ids: np.ndarray  # int64[Rd], the decode replicas in id order
+    mixed_ids: np.ndarray  # int64[Rm], the mixed replicas in id order
+    decide: np.ndarray  # int64[2], DECIDE_* and its threshold in tokens
     tok_bytes: np.ndarray  # float64[R], KV bytes per token sent from this replica
     link: np.ndarray  # float64[2], bandwidth (bytes per ns = GB/s), latency (ns)
     ctl: np.ndarray  # int64[PD_CTL]
@@ -68,11 +80,20 @@ def no_pd() -> PDState:
     """The PDState of a cluster without prefill/decode pools: every array empty."""
     i = np.zeros(0, dtype=np.int64)
     f = np.zeros(0, dtype=np.float64)
-    return PDState(i, i, i, f, f, np.zeros(PD_CTL, np.int64), *([i] * 16))
+    return PDState(i, i, i, i, i, f, f, np.zeros(PD_CTL, np.int64), *([i] * 16))
 
 
-def make_pd(role, tok_bytes, bandwidth_gbps: float, latency_us: float, n: int) -> PDState:
-    """PDState of a PD cluster: role and tok_bytes per replica, the link, n requests."""
+def make_pd(
+    role,
+    tok_bytes,
+    bandwidth_gbps: float,
+    latency_us: float,
+    n: int,
+    decide: int = DECIDE_ALWAYS,
+    threshold: int = 0,
+) -> PDState:
+    """PDState of a PD cluster: role and tok_bytes per replica, the link, n requests, the
+    decider and its threshold."""
     role = np.asarray(role, dtype=np.int64)
     r = role.shape[0]
 
@@ -83,6 +104,8 @@ def make_pd(role, tok_bytes, bandwidth_gbps: float, latency_us: float, n: int) -
         role=role,
         prefill_ids=np.flatnonzero(role == ROLE_PREFILL).astype(np.int64),
         decode_ids=np.flatnonzero(role == ROLE_DECODE).astype(np.int64),
+        mixed_ids=np.flatnonzero(role == ROLE_MIXED).astype(np.int64),
+        decide=np.array([decide, threshold], dtype=np.int64),
         tok_bytes=np.asarray(tok_bytes, dtype=np.float64),
         link=np.array([bandwidth_gbps, latency_us * 1000.0], dtype=np.float64),
         ctl=np.zeros(PD_CTL, np.int64),
@@ -212,13 +235,17 @@ def _pick_nb(reps, pd, p, ids, rr_slot):
 
 @njit(cache=True, nogil=True, _nrt=False)
 def pd_route_nb(reps, reqs, pd, p, i):
-    """Route arriving request i to a prefill replica; it runs there with one output token.
+    """Route arriving request i: disaggregated (the decider's choice) to a prefill replica,
+    where it runs with one output token; else to a mixed replica.
 
     Mutates: reps.pending, reqs.orig_decode, reqs.route_load, pd.
     Returns: replica index.
     """
-    r = _pick_nb(reps, pd, p, pd.prefill_ids, PD_RR_PREFILL)
     reqs.route_load[i] = 1 if p.router == RouterPolicy.LOR else 0
+    mode = pd.decide[0]
+    if mode == DECIDE_NEVER or (mode == DECIDE_UNCACHED_ABOVE and reqs.prompt[i] <= pd.decide[1]):
+        return _pick_nb(reps, pd, p, pd.mixed_ids, PD_RR_MIXED)
+    r = _pick_nb(reps, pd, p, pd.prefill_ids, PD_RR_PREFILL)
     pd.src[i] = r
     pd.real_decode[i] = reqs.orig_decode[i]
     if reqs.orig_decode[i] > 1:

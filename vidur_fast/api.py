@@ -30,7 +30,15 @@ from vidur_fast.kernels.codes import (
     CLAMP_TOKENS,
 )
 from vidur_fast.kernels.dtypes import NO_ID, NS_PER_S
-from vidur_fast.kernels.pd import ROLE_DECODE, ROLE_MIXED, ROLE_PREFILL, make_pd
+from vidur_fast.kernels.pd import (
+    DECIDE_ALWAYS,
+    DECIDE_NEVER,
+    DECIDE_UNCACHED_ABOVE,
+    ROLE_DECODE,
+    ROLE_MIXED,
+    ROLE_PREFILL,
+    make_pd,
+)
 from vidur_fast.kernels.pools import stack_pools
 from vidur_fast.metrics.closed_loop import (
     closed_loop_arrivals,
@@ -180,6 +188,11 @@ def _pool_params(pools: list[_Pool], timings: list) -> tuple:
 
 
 _ROLE_CODES = {"mixed": ROLE_MIXED, "prefill": ROLE_PREFILL, "decode": ROLE_DECODE}
+_DECIDERS = {
+    "always": DECIDE_ALWAYS,
+    "never": DECIDE_NEVER,
+    "uncached_tokens_above": DECIDE_UNCACHED_ABOVE,
+}
 
 
 def _pd_setup(cfg: SimConfig, pools: list[_Pool], model):
@@ -210,7 +223,9 @@ def _pd_setup(cfg: SimConfig, pools: list[_Pool], model):
         role += [_ROLE_CODES[pool.role]] * c.num_replicas
         tok_bytes += [float(per_gpu * c.tp * c.pp)] * c.num_replicas
     link = {"bandwidth_gbps": float(bw), "latency_us": float(lat)}
-    return link, lambda n: make_pd(role, tok_bytes, float(bw), float(lat), n)
+    decide = _DECIDERS[cfg.cluster.pd_decider]
+    above = int(cfg.cluster.pd_uncached_tokens_above)
+    return link, lambda n: make_pd(role, tok_bytes, float(bw), float(lat), n, decide, above)
 
 
 def _pool_summaries(cfg, pools, req, replicas, sim_time_s, queued=None) -> list[dict]:
@@ -345,7 +360,11 @@ def simulate(
         out.status,
     )
     # disaggregated: a request queues on its prefill replica and completes on its decode one
-    queued = None if out.disagg is None else out.disagg.src[in_window.index.to_numpy()]
+    queued = None
+    if out.disagg is not None:
+        ids = in_window.index.to_numpy()
+        src = out.disagg.src[ids]
+        queued = np.where(src != NO_ID, src, out.reqs.replica[ids])
     summary["pools"] = _pool_summaries(cfg, pools, in_window, replicas, sim_time_s, queued)
     if cfg.cluster.pools:  # GPUs and cost summed over the pools, each at its device's price
         summary["gpus"] = sum(p["gpus"] for p in summary["pools"])

@@ -17,7 +17,15 @@ from vidur_fast.kernels.codes import (
     SchedPolicy,
 )
 from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_S
-from vidur_fast.kernels.pd import ROLE_DECODE, ROLE_PREFILL, make_pd
+from vidur_fast.kernels.pd import (
+    DECIDE_ALWAYS,
+    DECIDE_NEVER,
+    DECIDE_UNCACHED_ABOVE,
+    ROLE_DECODE,
+    ROLE_MIXED,
+    ROLE_PREFILL,
+    make_pd,
+)
 from vidur_fast.kernels.pools import stack_pools
 from vidur_fast.kernels.timing import TimingParams
 
@@ -465,20 +473,30 @@ def run_pd(case, sp, grids, tp, rng):
         p1 = p1._replace(usable_blocks=sp.usable_blocks)
     counts = [int(rng.integers(1, 3)), int(rng.integers(1, 3))]
     roles = ["prefill", "decode"] if rng.random() < 0.7 else ["decode", "prefill"]
-    rep_pool = np.repeat([0, 1], counts)
     per_pool = [(sp, grids, tp), (p1, g1, t1)]
+    decider, threshold = "always", 0
+    if rng.random() < 0.4:  # a mixed pool (pool 0's settings) and a decider that uses it
+        roles.append("mixed")
+        counts.append(int(rng.integers(1, 3)))
+        per_pool.append((sp, grids, tp))
+        decider = str(rng.choice(["never", "uncached_tokens_above"]))
+        threshold = int(np.median(case.prompt)) if decider != "never" else 0
+    rep_pool = np.repeat(np.arange(len(counts)), counts)
     sp_all = sp._replace(
         num_replicas=int(rep_pool.size),
         pp=max(sp.pp, p1.pp),
         usable_blocks=max(sp.usable_blocks, p1.usable_blocks),
         max_num_seqs=max(sp.max_num_seqs, p1.max_num_seqs),
     )
-    pools = stack_pools(rep_pool, [sp, p1], [tp, t1], [grids, g1])
+    pools = stack_pools(
+        rep_pool, [x[0] for x in per_pool], [x[2] for x in per_pool], [x[1] for x in per_pool]
+    )
     rep_roles = [roles[q] for q in rep_pool]
-    tok = [float(rng.choice([1000.0, 131072.0, 7777.5])) for _ in range(2)]
+    tok = [float(rng.choice([1000.0, 131072.0, 7777.5])) for _ in per_pool]
     rep_tok = [tok[q] for q in rep_pool]
     bw, lat = float(rng.choice([50.0, 7.3])), float(rng.choice([0.0, 3.0, 12.5]))
-    codes = [ROLE_PREFILL if x == "prefill" else ROLE_DECODE for x in rep_roles]
+    codes = [{"prefill": ROLE_PREFILL, "decode": ROLE_DECODE}.get(x, ROLE_MIXED) for x in rep_roles]
+    decide = {"always": DECIDE_ALWAYS, "never": DECIDE_NEVER}.get(decider, DECIDE_UNCACHED_ABOVE)
     n = len(case.arrival_s)
     out = run_engine(
         case.arrival_s,
@@ -492,7 +510,7 @@ def run_pd(case, sp, grids, tp, rng):
         sp_all,
         case.u_route,
         pools=pools,
-        pd_setup=lambda k: make_pd(codes, rep_tok, bw, lat, k),
+        pd_setup=lambda k: make_pd(codes, rep_tok, bw, lat, k, decide, threshold),
     )
     held = out.disagg.src != NO_ID
     out.reqs.orig_decode[held] = out.disagg.real_decode[held]
@@ -508,7 +526,7 @@ def run_pd(case, sp, grids, tp, rng):
         rejected=case.rejected,
         session=case.session,
         replica_params=[per_pool[q] for q in rep_pool],
-        pd=PD(rep_roles, rep_tok, bw, lat),
+        pd=PD(rep_roles, rep_tok, bw, lat, decider, threshold),
     )
     return out, ref, sp_all, [per_pool[q][0] for q in rep_pool]
 
@@ -527,10 +545,12 @@ def test_v1_pd_equal_reference(seed):
 
 
 def test_v1_pd_cases_queue_for_decode_kv():
-    """Some of the differential cases make hand-offs wait for decode blocks."""
-    waited = 0
+    """Some of the differential cases make hand-offs wait for decode blocks; some serve
+    requests on a mixed pool."""
+    waited = mixed = 0
     for seed in range(PD_CASES):
         case, sp, grids, tp = random_v1_case(False, False, seed)
         out, *_ = run_pd(case, sp, grids, tp, np.random.default_rng([9, seed]))
         waited += int(out.disagg.waited.sum())
-    assert waited > 0
+        mixed += int((out.disagg.src == NO_ID).sum())
+    assert waited > 0 and mixed > 0

@@ -12,9 +12,10 @@ overlaps the step before it: the GPU starts after the step's host time or when t
 step ends, whichever is later, and the step ends its GPU time (stage time minus host time)
 after that.
 
-Prefill/decode disaggregation (pd given): arrivals go to the prefill replicas (round robin or
-fewest outstanding requests) and run there with one output token; at that step's end the
-request picks a decode replica the same way, which reserves its prompt's blocks when they fit
+Prefill/decode disaggregation (pd given): arrivals the decider disaggregates go to the prefill
+replicas (round robin or fewest outstanding requests; the others to the mixed replicas) and
+run there with one output token; at that step's end the request picks a decode replica the
+same way, which reserves its prompt's blocks when they fit
 and no earlier hand-off waits there (else a FIFO served after the replica's batch ends), and
 its transfer (latency + bytes / bandwidth) starts. Transfer ends come before arrivals and
 replica events at the same time (equal ends by request id): the prefill replica frees the
@@ -178,6 +179,8 @@ class PD:
     tok_bytes: list
     bandwidth_gbps: float
     latency_us: float
+    decider: str = "always"  # or never, uncached_tokens_above (threshold: prompt tokens)
+    threshold: int = 0
 
 
 class PDFlow:
@@ -190,7 +193,8 @@ class PDFlow:
         self.reps = reps
         self.pre = [r for r, x in enumerate(pd.roles) if x == "prefill"]
         self.dec = [r for r, x in enumerate(pd.roles) if x == "decode"]
-        self.rr = [0, 0]
+        self.mixed = [r for r, x in enumerate(pd.roles) if x == "mixed"]
+        self.rr = [0, 0, 0]
         self.load = [0] * len(pd.roles)
         self.transfers = []  # (end ns, request)
         self.reserve_q = [deque() for _ in pd.roles]
@@ -206,6 +210,10 @@ class PDFlow:
         return r
 
     def route(self, req):
+        d = self.pd.decider
+        req.src = None
+        if d == "never" or (d == "uncached_tokens_above" and req.prompt <= self.pd.threshold):
+            return self._pick(self.mixed, 2)
         req.src = self._pick(self.pre, 0)
         req.dst = None
         req.pd_decode = req.asked_decode

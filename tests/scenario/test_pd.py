@@ -130,6 +130,22 @@ def test_two_decode_replicas_share_the_load_and_runs_repeat():
     assert json.dumps(a.summary["pd"]) == json.dumps(b.summary["pd"])
 
 
+@pytest.mark.parametrize("above, replica", [(PROMPT - 1, 1), (PROMPT, 2)])
+def test_decider_sends_short_prompts_to_the_mixed_pool(above, replica):
+    """uncached_tokens_above N: prompts longer than N go disaggregated (decode replica 1),
+    the others to the mixed replica 2, which serves them whole."""
+    pools = [*_pools(), {"device": "h100", "num_replicas": 1, "role": "mixed"}]
+    cfg = _cfg(
+        pools, n=3, decode=4, pd_decider="uncached_tokens_above", pd_uncached_tokens_above=above
+    )
+    res = simulate(cfg)
+    assert res.requests["replica"].tolist() == [replica] * 3
+    assert res.requests["completed"].all()
+    assert res.summary["pd"]["num_handoffs"] == (3 if replica == 1 else 0)
+    done = [p["num_completed"] for p in res.summary["pools"]]
+    assert done == ([0, 3, 0] if replica == 1 else [0, 0, 3])
+
+
 def _pd_file(d, pools, scheduler=SCHED, **cluster) -> str:
     path = d / "pd.json"
     body = {"cluster": {"pools": pools, **cluster}, "scheduler": scheduler}
@@ -169,7 +185,24 @@ BAD = {
         SCHED,
         "cluster.kv_transfer.latency_us",
     ),
-    "decider_not_modelled": (_pools(), {"pd_decider": "never"}, SCHED, "cluster.pd_decider"),
+    "decider_never_without_mixed": (
+        _pools(),
+        {"pd_decider": "never"},
+        SCHED,
+        "cluster.pd_decider: never sends requests to mixed pools",
+    ),
+    "threshold_negative": (
+        [*_pools(), {"role": "mixed"}],
+        {"pd_decider": "uncached_tokens_above", "pd_uncached_tokens_above": -1},
+        SCHED,
+        "cluster.pd_uncached_tokens_above",
+    ),
+    "threshold_without_its_decider": (
+        [*_pools(), {"role": "mixed"}],
+        {"pd_decider": "never", "pd_uncached_tokens_above": 5},
+        SCHED,
+        "cluster.pd_uncached_tokens_above",
+    ),
     "decider_unknown": (_pools(), {"pd_decider": "sometimes"}, SCHED, "cluster.pd_decider"),
     "decider_without_pd": ([{"role": "mixed"}], {"pd_decider": "never"}, SCHED, "pd_decider"),
     "prefix_caching": (

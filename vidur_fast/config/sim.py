@@ -353,8 +353,12 @@ class ClusterConfig:
     node, tp, pp and num_replicas above; when given, those fields must stay at their
     defaults."""
     pd_decider: str = "always"
-    """With prefill and decode pools: which requests are served disaggregated. always (the
-    only one simulated yet; never and uncached_tokens_above are refused)."""
+    """With prefill and decode pools: which requests are served disaggregated (the others go
+    to the mixed pools): always, never, or uncached_tokens_above (prompts with more than
+    pd_uncached_tokens_above tokens not in a prefix cache; without prefix caching the whole
+    prompt)."""
+    pd_uncached_tokens_above: int = 0
+    """The threshold of pd_decider uncached_tokens_above."""
     kv_transfer: KVTransferConfig = field(default_factory=KVTransferConfig)
     """Prefill-to-decode KV transfer link (PD pools only)."""
     memory_model: Literal["auto", "vidur", "vllm"] = "auto"

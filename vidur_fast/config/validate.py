@@ -16,6 +16,7 @@ from vidur_fast.catalog import default_node_for, get_device, get_model, get_node
 from vidur_fast.catalog.arch import moe_parallel
 from vidur_fast.config.predictor import PredictorConfig
 from vidur_fast.config.sim import (
+    PD_DECIDERS,
     POOL_FIELDS,
     POOL_ROLES,
     POOL_SCHEDULER_FIELDS,
@@ -162,14 +163,15 @@ def is_pd(c: ClusterConfig) -> bool:
 def validate_pd(cfg: SimConfig) -> None:
     """Disaggregated serving: prefill and decode pools, the decider, the transfer link, and
     what the flow supports yet (vllm_v1 without prefix caching or async scheduling, the
-    round_robin and lor routers, no mixed pools beside them)."""
+    round_robin and lor routers); mixed pools beside them take what the decider does not
+    disaggregate."""
     c = cfg.cluster
     x = c.kv_transfer
     if not is_pd(c):
-        if c.pd_decider != "always":
+        if c.pd_decider != "always" or c.pd_uncached_tokens_above != 0:
             raise ConfigError(
                 f"cluster.pd_decider: only used with prefill and decode pools (got "
-                f"{c.pd_decider!r})"
+                f"{c.pd_decider!r}, pd_uncached_tokens_above {c.pd_uncached_tokens_above})"
             )
         if x != KVTransferConfig():
             raise ConfigError("cluster.kv_transfer: only used with prefill and decode pools")
@@ -181,21 +183,27 @@ def validate_pd(cfg: SimConfig) -> None:
                 f"cluster.pools: a disaggregated cluster needs a {role} pool (roles: "
                 f"{', '.join(roles)})"
             )
-    if "mixed" in roles:
+    if c.pd_decider not in PD_DECIDERS:
+        raise ConfigError(
+            f"cluster.pd_decider: unknown decider {c.pd_decider!r}; one of {', '.join(PD_DECIDERS)}"
+        )
+    t = c.pd_uncached_tokens_above
+    if isinstance(t, bool) or not isinstance(t, int) or t < 0:
+        raise ConfigError(f"cluster.pd_uncached_tokens_above: must be an integer >= 0 (got {t!r})")
+    if t != 0 and c.pd_decider != "uncached_tokens_above":
+        raise ConfigError(
+            "cluster.pd_uncached_tokens_above: only used with pd_decider uncached_tokens_above"
+        )
+    if "mixed" in roles and c.pd_decider == "always":
         k = roles.index("mixed")
         raise ConfigError(
-            f"cluster.pools[{k}].role: mixed pools beside prefill/decode pools are not "
-            "simulated yet"
+            f"cluster.pools[{k}].role: a mixed pool gets no requests with pd_decider always; "
+            "use never or uncached_tokens_above"
         )
-    if c.pd_decider not in ("always", "never", "uncached_tokens_above"):
+    if "mixed" not in roles and c.pd_decider != "always":
         raise ConfigError(
-            f"cluster.pd_decider: unknown decider {c.pd_decider!r}; one of always, never, "
-            "uncached_tokens_above"
-        )
-    if c.pd_decider != "always":
-        raise ConfigError(
-            f"cluster.pd_decider: {c.pd_decider} is not simulated yet (every request of a "
-            "prefill/decode cluster is disaggregated); use always"
+            f"cluster.pd_decider: {c.pd_decider} sends requests to mixed pools; the cluster "
+            "has none"
         )
     for name in ("bandwidth_gbps", "latency_us"):
         v = getattr(x, name)
