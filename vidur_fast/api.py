@@ -45,7 +45,7 @@ from vidur_fast.metrics.closed_loop import (
     closed_loop_metrics,
     closed_loop_summary,
 )
-from vidur_fast.metrics.pools import pd_summary, pool_summary
+from vidur_fast.metrics.pools import pd_request_columns, pd_summary, pool_summary
 from vidur_fast.metrics.requests import request_metrics
 from vidur_fast.metrics.result import Result, replica_table
 from vidur_fast.metrics.summary import build_summary
@@ -336,6 +336,8 @@ def simulate(
         out.reqs.orig_decode[held] = out.disagg.real_decode[held]
     arrival_s = wl.arrival_s if closed_plan is None else closed_loop_arrivals(out.reqs)
     req = request_metrics(out.reqs, arrival_s, response_s)
+    if out.disagg is not None:
+        req = pd_request_columns(req, out.disagg)
     if closed_plan is not None:
         req = closed_loop_metrics(req, closed_plan, out.closed_loop)
     replicas = replica_table(out, sp, out.end_ns, pool_params)

@@ -86,7 +86,10 @@ def test_single_request_first_and_second_token_to_the_ns():
     assert round(r["prefill_completed_at"] * 1e9) == prefill_ns
     assert round(r["completed_at"] * 1e9) == prefill_ns + xfer_ns + decode_ns
     assert round(r["tbt_max"] * 1e9) == xfer_ns + decode_ns
-    assert r["replica"] == 1
+    assert r["replica"] == 1 and r["prefill_replica"] == 0
+    assert round(r["kv_transfer_start_at"] * 1e9) == prefill_ns
+    assert round(r["kv_transfer_end_at"] * 1e9) == prefill_ns + xfer_ns
+    assert r["kv_transfer_bytes"] == nbytes and not r["waited_for_decode_kv"]
     pd = res.summary["pd"]
     assert pd["num_transfers"] == 1 and pd["bytes_moved"] == nbytes
     assert round(pd["transfer_time_p50_s"] * 1e9) == xfer_ns
@@ -120,6 +123,8 @@ def test_decode_kv_reservation_queues_until_blocks_free():
     wait = 2 * pd["decode_kv_wait_mean_s"]
     assert wait == pytest.approx(first_done - req["prefill_completed_at"].iloc[1], abs=1e-9)
     assert req["completed_at"].iloc[1] > first_done
+    assert req["waited_for_decode_kv"].tolist() == [False, True]
+    assert req["kv_transfer_start_at"].iloc[1] == pytest.approx(first_done, abs=1e-9)
 
 
 def test_two_decode_replicas_share_the_load_and_runs_repeat():

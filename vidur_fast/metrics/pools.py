@@ -86,3 +86,20 @@ def pd_summary(state, reqs, link: dict, ids: np.ndarray) -> dict:
         "decode_kv_wait_mean_s": float(wait_s.mean()) if wait_s.size else None,
         "decode_kv_wait_p99_s": _p(wait_s, 99),
     }
+
+
+def pd_request_columns(req: pd.DataFrame, state) -> pd.DataFrame:
+    """The request table (one row per request id) with the disaggregation columns: prefill
+    replica (-1: served mixed), KV transfer start and end (s; NaN: none), bytes moved, and
+    whether the hand-off waited for decode KV blocks."""
+
+    def at(ns):
+        return np.where(ns != NEVER, ns / NS_PER_S, np.nan)
+
+    return req.assign(
+        prefill_replica=state.src.astype(np.int64),
+        kv_transfer_start_at=at(state.start_ns),
+        kv_transfer_end_at=at(state.end_ns),
+        kv_transfer_bytes=state.nbytes.astype(np.int64),
+        waited_for_decode_kv=state.waited.astype(bool),
+    )
