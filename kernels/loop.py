@@ -20,6 +20,15 @@ from vidur_fast.kernels.codes import (
 from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_MS
 from vidur_fast.kernels.event_tree import tree_build_nb, tree_set_nb, tree_top_nb
 from vidur_fast.kernels.kv import free_request_nb
+from vidur_fast.kernels.pd import (
+    ROLE_DECODE,
+    pd_drain_nb,
+    pd_handoff_nb,
+    pd_hands_off_nb,
+    pd_next_ns_nb,
+    pd_route_nb,
+    pd_transfer_end_nb,
+)
 from vidur_fast.kernels.pools import pool_grids_nb, pool_sched_nb, pool_timing_nb
 from vidur_fast.kernels.queues import wq_push_back_nb, wq_remove_nb
 from vidur_fast.kernels.router import (
@@ -244,11 +253,12 @@ def _launch_timed_nb(reps, reqs, log, grids, tp, p, r, s, now_ns):
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
-def _finish_batch_nb(reps, kv, reqs, hist, cl, p, r, s, now_ns):
+def _finish_batch_nb(reps, kv, reqs, hist, cl, p, pools, pd, r, s, now_ns):
     """Apply a finished batch: token updates, completions, frees, requeue the rest; in a
-    closed loop each completion releases its client's next request.
+    closed loop each completion releases its client's next request. With prefill/decode
+    pools a prefill that completes on a prefill replica is handed off (kernels/pd.py).
 
-    Mutates: reps, kv, reqs, hist, cl.
+    Mutates: reps, kv, reqs, hist, cl, pd.
     Returns: requests completed (or -1 on a broken invariant).
     """
     done = 0
@@ -259,7 +269,11 @@ def _finish_batch_nb(reps, kv, reqs, hist, cl, p, r, s, now_ns):
         complete = apply_output_nb(kv, reqs, hist, p, r, i, n, now_ns)
         if g_before == 0 and reqs.generated[i] == 1:
             on_prefill_end_nb(reps, reqs, p, r, i)
-        if complete:
+        if complete and pd.role.shape[0] > 0 and pd_hands_off_nb(reqs, pd, r, i):
+            after_completion_nb(reps, p, r, i)
+            on_request_end_nb(reps, reqs, p, r, i)
+            pd_handoff_nb(reps, reqs, pd, pools, p, i, now_ns)
+        elif complete:
             queued = reqs.status[i] == ReqStatus.PREEMPTED
             reqs.status[i] = ReqStatus.FINISHED
             reqs.done_ns[i] = now_ns
@@ -283,7 +297,7 @@ def _finish_batch_nb(reps, kv, reqs, hist, cl, p, r, s, now_ns):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, pools, limit_ns, max_steps):
+def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, pools, pd, limit_ns, max_steps):
     """Advance the cluster until all requests finish, the time limit passes, the batch log
     fills, or max_steps loop iterations ran. Resumable: all progress lives in the arrays.
 
@@ -295,8 +309,11 @@ def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, pools, limit_ns, max_step
     released requests (closed loop; equal arrival times in request-id order).
     pools (kernels/pools.py): with several pools, each replica schedules with its pool's
     stages and KV blocks and times its batches with its pool's grids; empty = one pool.
+    pd (kernels/pd.py): with prefill/decode pools, arrivals go to the prefill replicas and
+    KV transfers end as a third kind of event, before arrivals and replica events at the
+    same time (equal ends in request-id order); empty = no disaggregation.
     Mutates: reqs, reps, kv, log, run (loop cursor, router state, TBT histogram), cl,
-    grids.counters.
+    grids.counters, pd.
     Returns: a RunStatus.
     """
     lstate = run.loop
@@ -306,6 +323,7 @@ def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, pools, limit_ns, max_step
     log_cap = log.start_ns.shape[0]
     closed = cl.heap_t.shape[0] > 0
     slots = reps.bat_end.shape[1]  # batches a replica may have in flight (batch_slots)
+    pd_on = pd.role.shape[0] > 0
     _sync_events_nb(reps)
     for _ in range(max_steps):
         lstate[LS_STEPS] += 1
@@ -315,11 +333,22 @@ def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, pools, limit_ns, max_step
             nr = lstate[LS_NEXT_REQ]
             t_arr = reqs.arrival_ns[nr] if nr < n else NEVER
         r, t_rep = tree_top_nb(reps.ev_key, reps.ev_node)
-        if t_arr == NEVER and t_rep == NEVER:
+        t_x = pd_next_ns_nb(pd) if pd_on else NEVER
+        if t_arr == NEVER and t_rep == NEVER and t_x == NEVER:
             return RunStatus.DONE
         t_next = t_arr if t_arr <= t_rep else t_rep
+        if t_x < t_next:
+            t_next = t_x
         if limit_ns > 0 and t_next > limit_ns:
             return RunStatus.TIME_LIMIT
+        if pd_on and t_x == t_next:
+            lstate[LS_NOW] = t_x
+            i_x, r_src, r_dst = pd_transfer_end_nb(reps, reqs, pd, p, pools, t_x)
+            for rw in (r_src, r_dst):
+                if reps.inflight[rw] < pools.pp[pools.rep_pool[rw]] and reps.wake[rw] == NEVER:
+                    reps.wake[rw] = t_x
+                    _refresh_event_nb(reps, rw)
+            continue
         if t_arr <= t_rep:
             if closed:
                 heap_pop_nb(cl)
@@ -331,7 +360,10 @@ def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, pools, limit_ns, max_step
                 if closed:  # the client gets its error at once and goes on
                     release_next_nb(cl, reqs, nr, t_arr)
                 continue
-            rr = route_request_nb(reps, rstate, kv, reqs, p, nr)
+            if pd_on:
+                rr = pd_route_nb(reps, reqs, pd, p, nr)
+            else:
+                rr = route_request_nb(reps, rstate, kv, reqs, p, nr)
             reqs.replica[nr] = rr
             reqs.status[nr] = ReqStatus.WAITING
             wq_push_back_nb(reps, reqs, rr, nr)
@@ -354,10 +386,12 @@ def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, pools, limit_ns, max_step
                 if s_end < 0 or reps.bat_seq[r, s] < reps.bat_seq[r, s_end]:
                     s_end = s
         if s_end >= 0:
-            d = _finish_batch_nb(reps, kv, reqs, hist, cl, pr, r, s_end, t_rep)
+            d = _finish_batch_nb(reps, kv, reqs, hist, cl, pr, pools, pd, r, s_end, t_rep)
             if d < 0:
                 return RunStatus.BROKEN
             lstate[LS_DONE] += d
+            if pd_on and pd.role[r] == ROLE_DECODE:
+                pd_drain_nb(reps, reqs, pd, pr, pools, r, t_rep)
         reps.wake[r] = NEVER
         # preemptions of steps that formed no batch are logged with the next batch formed
         pre_logged = reps.preemptions[r]

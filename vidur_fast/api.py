@@ -17,7 +17,7 @@ from vidur_fast.config.sim import (
     cluster_pools,
     pool_view,
 )
-from vidur_fast.config.validate import pool_errors, validate_config
+from vidur_fast.config.validate import is_pd, pool_errors, validate_config
 from vidur_fast.config.workload import ClosedLoopWorkload
 from vidur_fast.engine.run import run_engine
 from vidur_fast.engine.state import without_pool
@@ -29,17 +29,27 @@ from vidur_fast.kernels.codes import (
     CLAMP_PREFILL_KV,
     CLAMP_TOKENS,
 )
-from vidur_fast.kernels.dtypes import NS_PER_S
+from vidur_fast.kernels.dtypes import NO_ID, NS_PER_S
+from vidur_fast.kernels.pd import (
+    DECIDE_ALWAYS,
+    DECIDE_NEVER,
+    DECIDE_UNCACHED_ABOVE,
+    ROLE_DECODE,
+    ROLE_MIXED,
+    ROLE_PREFILL,
+    make_pd,
+)
 from vidur_fast.kernels.pools import stack_pools
 from vidur_fast.metrics.closed_loop import (
     closed_loop_arrivals,
     closed_loop_metrics,
     closed_loop_summary,
 )
-from vidur_fast.metrics.pools import pool_summary
+from vidur_fast.metrics.pools import pd_request_columns, pd_summary, pool_summary
 from vidur_fast.metrics.requests import request_metrics
 from vidur_fast.metrics.result import Result, replica_table
 from vidur_fast.metrics.summary import build_summary
+from vidur_fast.params.memory import kv_bytes_per_token
 from vidur_fast.params.setup import build_setup, check_strict, rejection_codes, rejection_report
 from vidur_fast.timing.build import build_timing
 from vidur_fast.workload.build import build_workload
@@ -177,9 +187,51 @@ def _pool_params(pools: list[_Pool], timings: list) -> tuple:
     return sp, stack_pools(rep_pool, sched, [t.params for t in timings], grids)
 
 
-def _pool_summaries(cfg, pools, req, replicas, sim_time_s) -> list[dict]:
+_ROLE_CODES = {"mixed": ROLE_MIXED, "prefill": ROLE_PREFILL, "decode": ROLE_DECODE}
+_DECIDERS = {
+    "always": DECIDE_ALWAYS,
+    "never": DECIDE_NEVER,
+    "uncached_tokens_above": DECIDE_UNCACHED_ABOVE,
+}
+
+
+def _pd_setup(cfg: SimConfig, pools: list[_Pool], model):
+    """With prefill/decode pools: the KV transfer link and a builder of the kernels' PDState
+    (of the request count); None otherwise. The link is cluster.kv_transfer, else the first
+    prefill pool's node (its inter-node bandwidth and point-to-point latency)."""
+    if not is_pd(cfg.cluster):
+        return None, None
+    roles = [p.role for p in cfg.cluster.pools]
+    k = roles.index("prefill")
+    node = pools[k].node
+    x = cfg.cluster.kv_transfer
+    bw = x.bandwidth_gbps if x.bandwidth_gbps is not None else node.inter_node_bandwidth_gbps
+    lat = x.latency_us if x.latency_us is not None else node.p2p_latency_us
+    if not bw > 0:
+        raise ConfigError(
+            f"cluster.kv_transfer.bandwidth_gbps: must be > 0 (node {node.name} gives "
+            f"inter_node_bandwidth_gbps {bw})"
+        )
+    role, tok_bytes = [], []
+    for p, pool in zip(pools, cfg.cluster.pools, strict=True):
+        c = p.cfg.cluster
+        # the whole model's K and V of one token as the pool lays it out (every TP rank and
+        # pipeline stage sends its share)
+        per_gpu = kv_bytes_per_token(
+            model, c.tp, model.num_layers // c.pp, cfg.predictor.kv_cache_dtype
+        )
+        role += [_ROLE_CODES[pool.role]] * c.num_replicas
+        tok_bytes += [float(per_gpu * c.tp * c.pp)] * c.num_replicas
+    link = {"bandwidth_gbps": float(bw), "latency_us": float(lat)}
+    decide = _DECIDERS[cfg.cluster.pd_decider]
+    above = int(cfg.cluster.pd_uncached_tokens_above)
+    return link, lambda n: make_pd(role, tok_bytes, float(bw), float(lat), n, decide, above)
+
+
+def _pool_summaries(cfg, pools, req, replicas, sim_time_s, queued=None) -> list[dict]:
     rows = []
-    for p in pools:
+    roles = [p.role for p in cfg.cluster.pools] or ["mixed"]
+    for p, role in zip(pools, roles, strict=True):
         c = p.cfg.cluster
         rows.append(
             {
@@ -187,12 +239,12 @@ def _pool_summaries(cfg, pools, req, replicas, sim_time_s) -> list[dict]:
                 "node": p.node.name,
                 "tp": c.tp,
                 "pp": c.pp,
-                "role": "mixed",
+                "role": role,
                 "replicas": c.num_replicas,
                 "price_per_gpu_hour_usd": p.device.price_per_hour_usd,
             }
         )
-    return pool_summary(req, replicas, rows, sim_time_s)
+    return pool_summary(req, replicas, rows, sim_time_s, queued)
 
 
 def simulate(
@@ -243,6 +295,7 @@ def simulate(
     sp, pool_params = setup.params, None
     if cfg.cluster.pools:
         sp, pool_params = _pool_params(pools, timings)
+    pd_link, pd_setup = _pd_setup(cfg, pools, model)
     phases["timing_s"] = time.perf_counter() - t
     # one Generator per purpose, seeded from the config seed
     u_route = np.random.default_rng([cfg.seed, 1]).random(len(wl))
@@ -271,14 +324,20 @@ def simulate(
         hashes=wl.hashes if need_hashes and wl.has_hashes else None,
         compress_batches=cfg.output.dir is not None and cfg.output.write_metrics_h5,
         pools=pool_params,
+        pd_setup=pd_setup,
     )
     phases["jit_s"] = out.jit_s
     phases["loop_s"] = out.loop_s
     phases["loop_cpu_s"] = out.loop_cpu_s
     t = time.perf_counter()
     out.kv = without_pool(out.kv)
+    if out.disagg is not None:  # requests never handed off still run with one output token
+        held = out.disagg.src != NO_ID
+        out.reqs.orig_decode[held] = out.disagg.real_decode[held]
     arrival_s = wl.arrival_s if closed_plan is None else closed_loop_arrivals(out.reqs)
     req = request_metrics(out.reqs, arrival_s, response_s)
+    if out.disagg is not None:
+        req = pd_request_columns(req, out.disagg)
     if closed_plan is not None:
         req = closed_loop_metrics(req, closed_plan, out.closed_loop)
     replicas = replica_table(out, sp, out.end_ns, pool_params)
@@ -302,7 +361,13 @@ def simulate(
         clamped,
         out.status,
     )
-    summary["pools"] = _pool_summaries(cfg, pools, in_window, replicas, sim_time_s)
+    # disaggregated: a request queues on its prefill replica and completes on its decode one
+    queued = None
+    if out.disagg is not None:
+        ids = in_window.index.to_numpy()
+        src = out.disagg.src[ids]
+        queued = np.where(src != NO_ID, src, out.reqs.replica[ids])
+    summary["pools"] = _pool_summaries(cfg, pools, in_window, replicas, sim_time_s, queued)
     if cfg.cluster.pools:  # GPUs and cost summed over the pools, each at its device's price
         summary["gpus"] = sum(p["gpus"] for p in summary["pools"])
         summary["cost_usd"] = sum(p["cost_usd"] for p in summary["pools"])
@@ -310,6 +375,8 @@ def simulate(
         summary["cost_per_1k_requests_usd"] = (
             1000.0 * summary["cost_usd"] / n_done if n_done else None
         )
+    if out.disagg is not None:
+        summary["pd"] = pd_summary(out.disagg, out.reqs, pd_link, in_window.index.to_numpy())
     summary["num_blocks_per_replica"] = int(setup.params.usable_blocks)
     summary.update(batch_fill(req, out.reps.busy_ns, cfg.scheduler))
     summary["rejected_by_reason"] = rejection_report(rejected, setup, cfg)

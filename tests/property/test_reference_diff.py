@@ -17,6 +17,15 @@ from vidur_fast.kernels.codes import (
     SchedPolicy,
 )
 from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_S
+from vidur_fast.kernels.pd import (
+    DECIDE_ALWAYS,
+    DECIDE_NEVER,
+    DECIDE_UNCACHED_ABOVE,
+    ROLE_DECODE,
+    ROLE_MIXED,
+    ROLE_PREFILL,
+    make_pd,
+)
 from vidur_fast.kernels.pools import stack_pools
 from vidur_fast.kernels.timing import TimingParams
 
@@ -31,7 +40,7 @@ from tests.helpers.random_cases import (
     rich_grids,
     whole_ms_grids,
 )
-from tests.reference.naive_sim import naive_sim
+from tests.reference.naive_sim import PD, naive_sim
 from vidur_fast.engine.run import run_engine
 
 CASES_PER_POLICY = 30
@@ -449,3 +458,99 @@ def test_v1_pools_equal_reference(config, seed):
     case, sp, grids, tp = random_v1_case(*config, seed)
     rng = np.random.default_rng([8, *config, seed])
     assert_same_on_pools(*run_pools(case, sp, grids, tp, rng))
+
+
+# ---- prefill/decode disaggregation: a prefill pool and a decode pool (in either order), the
+# engine's PDState against the reference's PD flow ----
+
+
+def run_pd(case, sp, grids, tp, rng):
+    sp = sp._replace(
+        router=int(rng.choice([RouterPolicy.LOR, RouterPolicy.ROUND_ROBIN])), async_scheduling=0
+    )
+    p1, g1, t1 = other_pool(rng, sp, grids, tp)
+    if rng.random() < 0.5:  # a decode pool tighter than the prefill pool: hand-offs queue
+        p1 = p1._replace(usable_blocks=sp.usable_blocks)
+    counts = [int(rng.integers(1, 3)), int(rng.integers(1, 3))]
+    roles = ["prefill", "decode"] if rng.random() < 0.7 else ["decode", "prefill"]
+    per_pool = [(sp, grids, tp), (p1, g1, t1)]
+    decider, threshold = "always", 0
+    if rng.random() < 0.4:  # a mixed pool (pool 0's settings) and a decider that uses it
+        roles.append("mixed")
+        counts.append(int(rng.integers(1, 3)))
+        per_pool.append((sp, grids, tp))
+        decider = str(rng.choice(["never", "uncached_tokens_above"]))
+        threshold = int(np.median(case.prompt)) if decider != "never" else 0
+    rep_pool = np.repeat(np.arange(len(counts)), counts)
+    sp_all = sp._replace(
+        num_replicas=int(rep_pool.size),
+        pp=max(sp.pp, p1.pp),
+        usable_blocks=max(sp.usable_blocks, p1.usable_blocks),
+        max_num_seqs=max(sp.max_num_seqs, p1.max_num_seqs),
+    )
+    pools = stack_pools(
+        rep_pool, [x[0] for x in per_pool], [x[2] for x in per_pool], [x[1] for x in per_pool]
+    )
+    rep_roles = [roles[q] for q in rep_pool]
+    tok = [float(rng.choice([1000.0, 131072.0, 7777.5])) for _ in per_pool]
+    rep_tok = [tok[q] for q in rep_pool]
+    bw, lat = float(rng.choice([50.0, 7.3])), float(rng.choice([0.0, 3.0, 12.5]))
+    codes = [{"prefill": ROLE_PREFILL, "decode": ROLE_DECODE}.get(x, ROLE_MIXED) for x in rep_roles]
+    decide = {"always": DECIDE_ALWAYS, "never": DECIDE_NEVER}.get(decider, DECIDE_UNCACHED_ABOVE)
+    n = len(case.arrival_s)
+    out = run_engine(
+        case.arrival_s,
+        case.prompt,
+        case.decode,
+        case.session,
+        np.zeros(n + 1, dtype=np.int64),
+        case.rejected,
+        grids,
+        tp,
+        sp_all,
+        case.u_route,
+        pools=pools,
+        pd_setup=lambda k: make_pd(codes, rep_tok, bw, lat, k, decide, threshold),
+    )
+    held = out.disagg.src != NO_ID
+    out.reqs.orig_decode[held] = out.disagg.real_decode[held]
+    arrival_ns = np.round(case.arrival_s * NS_PER_S).astype(np.int64)
+    ref = naive_sim(
+        arrival_ns,
+        case.prompt,
+        case.decode,
+        sp_all,
+        grids,
+        tp,
+        case.u_route,
+        rejected=case.rejected,
+        session=case.session,
+        replica_params=[per_pool[q] for q in rep_pool],
+        pd=PD(rep_roles, rep_tok, bw, lat, decider, threshold),
+    )
+    return out, ref, sp_all, [per_pool[q][0] for q in rep_pool]
+
+
+PD_CASES = 40
+
+
+@pytest.mark.parametrize("seed", range(PD_CASES))
+def test_v1_pd_equal_reference(seed):
+    case, sp, grids, tp = random_v1_case(False, False, seed)
+    rng = np.random.default_rng([9, seed])
+    out, ref, sp_all, rep_params = run_pd(case, sp, grids, tp, rng)
+    assert_same_on_pools(out, ref, sp_all, rep_params)
+    started = out.disagg.start_ns != NEVER
+    assert started.sum() == sum(1 for q in ref.requests if getattr(q, "dst", None) is not None)
+
+
+def test_v1_pd_cases_queue_for_decode_kv():
+    """Some of the differential cases make hand-offs wait for decode blocks; some serve
+    requests on a mixed pool."""
+    waited = mixed = 0
+    for seed in range(PD_CASES):
+        case, sp, grids, tp = random_v1_case(False, False, seed)
+        out, *_ = run_pd(case, sp, grids, tp, np.random.default_rng([9, seed]))
+        waited += int(out.disagg.waited.sum())
+        mixed += int((out.disagg.src == NO_ID).sum())
+    assert waited > 0 and mixed > 0

@@ -11,11 +11,22 @@ this stage's previous batch are done. With async scheduling (PP = 1) the host pa
 overlaps the step before it: the GPU starts after the step's host time or when the previous
 step ends, whichever is later, and the step ends its GPU time (stage time minus host time)
 after that.
+
+Prefill/decode disaggregation (pd given): arrivals the decider disaggregates go to the prefill
+replicas (round robin or fewest outstanding requests; the others to the mixed replicas) and
+run there with one output token; at that step's end the request picks a decode replica the
+same way, which reserves its prompt's blocks when they fit
+and no earlier hand-off waits there (else a FIFO served after the replica's batch ends), and
+its transfer (latency + bytes / bandwidth) starts. Transfer ends come before arrivals and
+replica events at the same time (equal ends by request id): the prefill replica frees the
+request's blocks and the request joins the decode replica's running list (or a FIFO while
+that list is full, served at its batch ends before the reservations).
 """
 
+from collections import deque
 from dataclasses import dataclass, field
 
-from vidur_fast.kernels.codes import SchedPolicy
+from vidur_fast.kernels.codes import RouterPolicy, SchedPolicy
 from vidur_fast.kernels.dtypes import NS_PER_MS
 
 from tests.reference.block_pool import CountedBlockPool
@@ -159,11 +170,124 @@ def make_requests(arrival_ns, prompt, decode, session=None, hashes=None) -> list
     ]
 
 
-def _finish(rep: Replica, batch: InFlight, now_ns, router, v1: bool) -> None:
+@dataclass
+class PD:
+    """Disaggregation of a run: per replica its role ("prefill" / "decode") and the KV bytes
+    of one token it sends; the link."""
+
+    roles: list
+    tok_bytes: list
+    bandwidth_gbps: float
+    latency_us: float
+    decider: str = "always"  # or never, uncached_tokens_above (threshold: prompt tokens)
+    threshold: int = 0
+
+
+class PDFlow:
+    """The reference's disaggregation state: its own routing loads, the transfers in
+    flight, and per decode replica the reservation and arrival FIFOs."""
+
+    def __init__(self, pd: PD, p, reps):
+        self.pd = pd
+        self.lor = p.router == RouterPolicy.LOR
+        self.reps = reps
+        self.pre = [r for r, x in enumerate(pd.roles) if x == "prefill"]
+        self.dec = [r for r, x in enumerate(pd.roles) if x == "decode"]
+        self.mixed = [r for r, x in enumerate(pd.roles) if x == "mixed"]
+        self.rr = [0, 0, 0]
+        self.load = [0] * len(pd.roles)
+        self.transfers = []  # (end ns, request)
+        self.reserve_q = [deque() for _ in pd.roles]
+        self.arrived_q = [deque() for _ in pd.roles]
+
+    def _pick(self, ids, k):
+        if not self.lor:
+            r = ids[self.rr[k] % len(ids)]
+            self.rr[k] += 1
+            return r
+        r = min(ids, key=lambda x: (self.load[x], x))
+        self.load[r] += 1
+        return r
+
+    def route(self, req):
+        d = self.pd.decider
+        req.src = None
+        if d == "never" or (d == "uncached_tokens_above" and req.prompt <= self.pd.threshold):
+            return self._pick(self.mixed, 2)
+        req.src = self._pick(self.pre, 0)
+        req.dst = None
+        req.pd_decode = req.asked_decode
+        req.asked_decode = min(req.asked_decode, 1)
+        return req.src
+
+    def hands_off(self, req, r):
+        return req.src == r and req.dst is None and req.pd_decode > req.generated
+
+    def request_end(self, r):
+        if self.lor:
+            self.load[r] -= 1
+
+    def hand_off(self, req, now_ns):
+        req.asked_decode = req.pd_decode
+        d = self._pick(self.dec, 1)
+        req.dst = d
+        req.need = -(-req.prompt // self.reps[d].p.block_size)
+        if not self.reserve_q[d] and req.need <= self.reps[d].sched.pool.free:
+            self._start(req, now_ns)
+        else:
+            self.reserve_q[d].append(req)
+
+    def _start(self, req, now_ns):
+        self.reps[req.dst].sched.pool.allocate(req.rid, req.need)
+        nbytes = req.prompt * self.pd.tok_bytes[req.src]
+        dur = round(self.pd.latency_us * 1000.0) + round(nbytes / self.pd.bandwidth_gbps)
+        self.transfers.append((now_ns + dur, req.rid, req))
+
+    def next_end(self):
+        return min((t, i) for t, i, _ in self.transfers)[0] if self.transfers else INF
+
+    def _enter(self, rep, req):
+        rep.sched.running.append(req)
+
+    def transfer_end(self, now_ns):
+        k = min(range(len(self.transfers)), key=lambda j: self.transfers[j][:2])
+        _, _, req = self.transfers.pop(k)
+        self.reps[req.src].sched.pool.release(req.rid)
+        rep = self.reps[req.dst]
+        req.replica = req.dst
+        if not self.arrived_q[req.dst] and len(rep.sched.running) < rep.p.max_num_seqs:
+            self._enter(rep, req)
+        else:
+            self.arrived_q[req.dst].append(req)
+        for r in (req.src, req.dst):
+            x = self.reps[r]
+            if len(x.batches) < x.pp and x.wake == INF:
+                x.wake = now_ns
+
+    def drain(self, rep, now_ns):
+        q = self.arrived_q[rep.rid]
+        while q and len(rep.sched.running) < rep.p.max_num_seqs:
+            self._enter(rep, q.popleft())
+        q = self.reserve_q[rep.rid]
+        while q and q[0].need <= rep.sched.pool.free:
+            self._start(q.popleft(), now_ns)
+
+
+def _finish(rep: Replica, batch: InFlight, now_ns, router, v1: bool, flow=None) -> None:
     finished = set()
     for req, n in batch.items:
         had_token = req.generated > 0
         done = rep.sched.apply_output(req, n, now_ns) if v1 else req.vidur_advance(n, now_ns)
+        if flow is not None:
+            if done:
+                flow.request_end(rep.rid)
+                finished.add(req.rid)
+                if flow.hands_off(req, rep.rid):
+                    flow.hand_off(req, now_ns)
+                else:
+                    req.done_ns = now_ns
+                    rep.sched.pool.release(req.rid)
+            continue
         if not had_token and req.generated > 0:
             router.on_prefill_end(req)
         if done:
@@ -195,6 +319,7 @@ def naive_sim(
     session=None,
     hashes=None,
     replica_params=None,
+    pd=None,
 ):
     """Simulate to completion. p: the engine's scheduler parameters (policy code, caps, block
     counts, prefix caching, async scheduling); grids/tparams: the timing grids and their
@@ -203,6 +328,7 @@ def naive_sim(
     leading block (prefix caching and the prefix-aware router). Requests are in arrival order.
     replica_params: a cluster of pools: per replica its pool's (p, grids, tparams) (its stages,
     KV blocks and timing); p then holds what the router reads. None: every replica uses p.
+    pd: disaggregation (PD; vllm_v1 with counted blocks, round robin or lor); None: none.
     Returns per-request objects, per-batch records and the replicas' pools."""
     n = len(arrival_ns)
     reqs = make_requests(arrival_ns, prompt, decode, session, hashes)
@@ -226,26 +352,34 @@ def naive_sim(
             )
         )
     router = Router(p)
+    flow = PDFlow(pd, p, reps) if pd is not None else None
     log: list[BatchRecord] = []
     nxt = 0
     while True:
         t_arr = reqs[nxt].arrival_ns if nxt < n else INF
         rep = min(reps, key=lambda x: (x.next_event(), x.rid))
         t_rep = rep.next_event()
-        if t_arr == INF and t_rep == INF:
+        t_x = flow.next_end() if flow is not None else INF
+        if t_arr == INF and t_rep == INF and t_x == INF:
             break
+        if t_x <= t_arr and t_x <= t_rep:
+            flow.transfer_end(int(t_x))
+            continue
         if t_arr <= t_rep:
             req = reqs[nxt]
             nxt += 1
             if rejected is not None and rejected[req.rid]:
                 req.rejected = True  # never routed
                 continue
-            req.replica = router.route(
-                req,
-                float(u_route[req.rid]),
-                [len(x.sched.waiting) for x in reps],
-                [x.sched.pool for x in reps],
-            )
+            if flow is not None:
+                req.replica = flow.route(req)
+            else:
+                req.replica = router.route(
+                    req,
+                    float(u_route[req.rid]),
+                    [len(x.sched.waiting) for x in reps],
+                    [x.sched.pool for x in reps],
+                )
             target = reps[req.replica]
             target.sched.add_request(req)
             if len(target.batches) < target.pp and target.wake == INF:
@@ -254,7 +388,9 @@ def naive_sim(
         now = int(t_rep)
         ending = [b for b in rep.batches if b.end_ns == now]
         if ending:
-            _finish(rep, min(ending, key=lambda b: b.seq), now, router, v1)
+            _finish(rep, min(ending, key=lambda b: b.seq), now, router, v1, flow)
+            if flow is not None and flow.pd.roles[rep.rid] == "decode":
+                flow.drain(rep, now)
         rep.wake = INF
         # preemptions of steps that formed no batch count with the next batch formed
         logged = rep.sched.preemptions

@@ -292,7 +292,7 @@ class PoolConfig:
     """Replicas in this pool."""
     role: str = "mixed"
     """What the pool serves: mixed (prefill and decode, as one replica of an aggregated
-    cluster). prefill / decode (disaggregated serving) are not simulated yet."""
+    cluster), prefill or decode (disaggregated serving, vllm_v1; docs/pools.md)."""
     scheduler: Scheduler | None = None
     """The pool's scheduler settings; None = the cluster's. The cluster's scheduler type,
     differing from it only in num_blocks and the batch limits (max_num_seqs,
@@ -309,6 +309,20 @@ POOL_SCHEDULER_FIELDS = (
     "max_num_partial_prefills",
     "chunk_size",
 )
+
+
+PD_DECIDERS = ("always", "never", "uncached_tokens_above")
+
+
+@dataclass(frozen=True)
+class KVTransferConfig:
+    """The link KV blocks cross from a prefill to a decode replica (disaggregated serving)."""
+
+    bandwidth_gbps: float | None = None
+    """GB/s (10^9 bytes per second) per transfer; None = the prefill pool's node's
+    inter_node_bandwidth_gbps."""
+    latency_us: float | None = None
+    """Fixed cost of a transfer; None = the prefill pool's node's p2p_latency_us."""
 
 
 # the ClusterConfig fields a pool sets for itself (cluster.pools replaces them)
@@ -338,6 +352,15 @@ class ClusterConfig:
     replicas behind the one router, numbered pool by pool. Empty = one pool made of device,
     node, tp, pp and num_replicas above; when given, those fields must stay at their
     defaults."""
+    pd_decider: str = "always"
+    """With prefill and decode pools: which requests are served disaggregated (the others go
+    to the mixed pools): always, never, or uncached_tokens_above (prompts with more than
+    pd_uncached_tokens_above tokens not in a prefix cache; without prefix caching the whole
+    prompt)."""
+    pd_uncached_tokens_above: int = 0
+    """The threshold of pd_decider uncached_tokens_above."""
+    kv_transfer: KVTransferConfig = field(default_factory=KVTransferConfig)
+    """Prefill-to-decode KV transfer link (PD pools only)."""
     memory_model: Literal["auto", "vidur", "vllm"] = "auto"
     """KV planner accounting: vidur (transformer-layer weights only) or vllm (also the
     embedding and LM head, tied or not, the profiled activation peak and communication buffers,

@@ -16,16 +16,20 @@ from vidur_fast.catalog import default_node_for, get_device, get_model, get_node
 from vidur_fast.catalog.arch import moe_parallel
 from vidur_fast.config.predictor import PredictorConfig
 from vidur_fast.config.sim import (
+    PD_DECIDERS,
     POOL_FIELDS,
     POOL_ROLES,
     POOL_SCHEDULER_FIELDS,
     ClusterConfig,
     FasterTransformerScheduler,
+    KVTransferConfig,
+    LeastOutstandingRequestsRouter,
     LightLLMScheduler,
     OrcaScheduler,
     OutputConfig,
     PrefixAwareRouter,
     RankedStickyLopUncachedRouter,
+    RoundRobinRouter,
     SarathiScheduler,
     SimConfig,
     TolerantStickyLopUncachedRouter,
@@ -58,6 +62,7 @@ def validate_config(cfg: SimConfig) -> None:
             validate_expert_parallelism(c, cfg.predictor)
             validate_scheduler(pool.scheduler or cfg.scheduler, c)
     validate_router(cfg)
+    validate_pd(cfg)
     if not (math.isfinite(cfg.time_limit_s) and cfg.time_limit_s >= 0):
         raise ConfigError(f"time_limit_s: must be a finite number >= 0 (got {cfg.time_limit_s})")
     validate_workload(cfg.workload)
@@ -137,15 +142,10 @@ def validate_pools(c: ClusterConfig) -> None:
             )
     total = 0
     for k, pool in enumerate(c.pools):
-        if pool.role in ("prefill", "decode"):
-            raise ConfigError(
-                f"cluster.pools[{k}].role: {pool.role} pools (disaggregated prefill/decode "
-                "serving) are not simulated yet; use mixed"
-            )
         if pool.role not in POOL_ROLES:
             raise ConfigError(
-                f"cluster.pools[{k}].role: unknown role {pool.role!r}; one of mixed "
-                "(prefill and decode are not simulated yet)"
+                f"cluster.pools[{k}].role: unknown role {pool.role!r}; one of "
+                f"{', '.join(POOL_ROLES)}"
             )
         if pool.num_replicas <= 0:
             raise ConfigError(
@@ -153,6 +153,89 @@ def validate_pools(c: ClusterConfig) -> None:
             )
         total += pool.num_replicas
     _at_most("cluster.pools: total num_replicas", total, MAX_REPLICAS)
+
+
+def is_pd(c: ClusterConfig) -> bool:
+    """Whether the cluster has prefill/decode pools (disaggregated serving)."""
+    return any(p.role in ("prefill", "decode") for p in c.pools)
+
+
+def validate_pd(cfg: SimConfig) -> None:
+    """Disaggregated serving: prefill and decode pools, the decider, the transfer link, and
+    what the flow supports yet (vllm_v1 without prefix caching or async scheduling, the
+    round_robin and lor routers); mixed pools beside them take what the decider does not
+    disaggregate."""
+    c = cfg.cluster
+    x = c.kv_transfer
+    if not is_pd(c):
+        if c.pd_decider != "always" or c.pd_uncached_tokens_above != 0:
+            raise ConfigError(
+                f"cluster.pd_decider: only used with prefill and decode pools (got "
+                f"{c.pd_decider!r}, pd_uncached_tokens_above {c.pd_uncached_tokens_above})"
+            )
+        if x != KVTransferConfig():
+            raise ConfigError("cluster.kv_transfer: only used with prefill and decode pools")
+        return
+    roles = [p.role for p in c.pools]
+    for role in ("prefill", "decode"):
+        if role not in roles:
+            raise ConfigError(
+                f"cluster.pools: a disaggregated cluster needs a {role} pool (roles: "
+                f"{', '.join(roles)})"
+            )
+    if c.pd_decider not in PD_DECIDERS:
+        raise ConfigError(
+            f"cluster.pd_decider: unknown decider {c.pd_decider!r}; one of {', '.join(PD_DECIDERS)}"
+        )
+    t = c.pd_uncached_tokens_above
+    if isinstance(t, bool) or not isinstance(t, int) or t < 0:
+        raise ConfigError(f"cluster.pd_uncached_tokens_above: must be an integer >= 0 (got {t!r})")
+    if t != 0 and c.pd_decider != "uncached_tokens_above":
+        raise ConfigError(
+            "cluster.pd_uncached_tokens_above: only used with pd_decider uncached_tokens_above"
+        )
+    if "mixed" in roles and c.pd_decider == "always":
+        k = roles.index("mixed")
+        raise ConfigError(
+            f"cluster.pools[{k}].role: a mixed pool gets no requests with pd_decider always; "
+            "use never or uncached_tokens_above"
+        )
+    if "mixed" not in roles and c.pd_decider != "always":
+        raise ConfigError(
+            f"cluster.pd_decider: {c.pd_decider} sends requests to mixed pools; the cluster "
+            "has none"
+        )
+    for name in ("bandwidth_gbps", "latency_us"):
+        v = getattr(x, name)
+        if v is None:
+            continue
+        low = v > 0 if name == "bandwidth_gbps" else v >= 0
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or not low:
+            bound = "> 0" if name == "bandwidth_gbps" else ">= 0"
+            raise ConfigError(
+                f"cluster.kv_transfer.{name}: must be a finite number {bound} (got {v!r})"
+            )
+    s = cfg.scheduler
+    if not isinstance(s, VllmV1Scheduler):
+        raise ConfigError(
+            "scheduler: prefill/decode pools are simulated with the vllm_v1 scheduler only "
+            f"(got {type(s).__name__})"
+        )
+    if s.enable_prefix_caching:
+        raise ConfigError(
+            "scheduler.enable_prefix_caching: not simulated yet with prefill/decode pools; "
+            "set it to false"
+        )
+    if s.async_scheduling:
+        raise ConfigError(
+            "scheduler.async_scheduling: not simulated yet with prefill/decode pools; set it "
+            "to false"
+        )
+    if not isinstance(cfg.router, RoundRobinRouter | LeastOutstandingRequestsRouter):
+        raise ConfigError(
+            "router: prefill/decode pools are routed with round_robin or lor only yet "
+            f"(got {type(cfg.router).__name__})"
+        )
 
 
 def _check_pool_scheduler(cfg: SimConfig, k: int, pool) -> None:

@@ -2,6 +2,7 @@
 
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +30,7 @@ from vidur_fast.kernels.codes import (
     RunStatus,
 )
 from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_S
+from vidur_fast.kernels.pd import PDState, no_pd
 from vidur_fast.kernels.pools import PoolParams, one_pool
 from vidur_fast.kernels.router import SESSION_ROUTERS
 from vidur_fast.kernels.state import KvPool, Reps, Reqs, SchedParams, max_running
@@ -58,6 +60,8 @@ class EngineOutput:
     jit_s: float = 0.0
     """Loading (or compiling) the kernels, before the loop proper."""
     closed_loop: ClosedLoop | None = None
+    disagg: PDState | None = None
+    """Prefill/decode disaggregation state (kernels/pd.py); None without PD pools."""
 
     @property
     def batches(self) -> pd.DataFrame:
@@ -140,6 +144,7 @@ def run_engine(
     hashes: np.ndarray | None = None,
     compress_batches: bool = True,
     pools: PoolParams | None = None,
+    pd_setup: Callable | None = None,
 ) -> EngineOutput:
     """Simulate until every request finished (or was rejected) or the time limit passed.
 
@@ -153,6 +158,8 @@ def run_engine(
     when no metrics.h5 will be written: the CPU would be spent for nothing).
     pools: a cluster of several pools (kernels/pools.py); sp then holds the largest pp and KV
     block count (they size the state) and pools each replica's own. None = one pool.
+    pd_setup: with prefill/decode pools, a function of the request count returning the
+    kernels' PDState (kernels/pd.py); None = no disaggregation.
     """
     arrival_s = np.asarray(arrival_s, dtype=np.float64)
     known = np.isfinite(arrival_s)
@@ -189,6 +196,7 @@ def run_engine(
         pools = one_pool()
     elif pool_blocks > 0:
         _limit_pool_blocks(kv, pools)
+    pd_state = no_pd() if pd_setup is None else pd_setup(arrival_ns.shape[0])
     log = alloc_log(log_capacity)
     # the caller reads grids.counters afterwards, so that array is passed through as is
     tables = {k: kernel_array(v, v.dtype) for k, v in grids._asdict().items() if k != "counters"}
@@ -215,7 +223,7 @@ def run_engine(
 
     def advance(max_steps: int) -> int:
         return loop.run_nb(
-            reqs, reps, kv, log, run, cl, grids, tparams, sp, pools, limit_ns, max_steps
+            reqs, reps, kv, log, run, cl, grids, tparams, sp, pools, pd_state, limit_ns, max_steps
         )
 
     # A zero-step call loads (or compiles) the kernels, so loop_s is simulation time only.
@@ -284,4 +292,5 @@ def run_engine(
         loop_cpu_s,
         jit_s,
         cl_out,
+        pd_state if pd_setup is not None else None,
     )

@@ -3,6 +3,8 @@
 import numpy as np
 import pandas as pd
 
+from vidur_fast.kernels.dtypes import NEVER, NS_PER_S
+
 
 def _p(x: np.ndarray, q: float) -> float | None:
     return float(np.percentile(x, q)) if x.size else None
@@ -13,20 +15,25 @@ def pool_summary(
     replicas: pd.DataFrame,
     pools: list[dict],
     sim_time_s: float,
+    queued_replica: np.ndarray | None = None,
 ) -> list[dict]:
     """One entry per pool, in pool order. pools: per pool its placement (device, node, tp,
     pp, role, replicas) and price_per_gpu_hour_usd; replicas carries a `pool` column and req
     a `replica` column. Queueing is the scheduling delay (arrival to first scheduled) of the
-    pool's completed requests; cost is the pool's GPUs at its device's price over the run."""
+    pool's completed requests; cost is the pool's GPUs at its device's price over the run.
+    queued_replica: per request of req, the replica where it queued first (disaggregated
+    serving: its prefill replica), whose pool then counts its queueing; None = req's."""
     rep_pool = replicas["pool"].to_numpy()
     req_rep = req["replica"].to_numpy()
     done = req["completed"].to_numpy().astype(bool)
     req_pool = np.where(req_rep >= 0, rep_pool[np.maximum(req_rep, 0)], -1)
+    q_rep = req_rep if queued_replica is None else np.asarray(queued_replica)
+    q_pool = np.where(q_rep >= 0, rep_pool[np.maximum(q_rep, 0)], -1)
     out = []
     for k, pool in enumerate(pools):
         mine = replicas[rep_pool == k]
         sel = (req_pool == k) & done
-        delay = req["request_scheduling_delay"].to_numpy()[sel]
+        delay = req["request_scheduling_delay"].to_numpy()[(q_pool == k) & done]
         dec = req["request_num_decode_tokens"].to_numpy()[sel]
         pre = req["request_num_prefill_tokens"].to_numpy()[sel]
         gpus = pool["tp"] * pool["pp"] * pool["replicas"]
@@ -54,3 +61,45 @@ def pool_summary(
             }
         )
     return out
+
+
+def pd_summary(state, reqs, link: dict, ids: np.ndarray) -> dict:
+    """Disaggregated serving of the requests ids (kernels/pd.py state after the run): the
+    link, the KV transfers (count, bytes, duration), the wait between a prefill's end and
+    its transfer's start, and the hand-offs that queued for decode KV blocks."""
+    ids = np.asarray(ids, dtype=np.int64)
+    started = ids[state.start_ns[ids] != NEVER]
+    ended = started[reqs.replica[started] == state.dst[started]]
+    dur_s = (state.end_ns[ended] - state.start_ns[ended]) / NS_PER_S
+    wait_s = (state.start_ns[started] - state.handoff_ns[started]) / NS_PER_S
+    handed = ids[state.handoff_ns[ids] != NEVER]
+    return {
+        **link,
+        "num_handoffs": int(handed.size),
+        "num_transfers": int(ended.size),
+        "bytes_moved": int(state.nbytes[ended].sum()),
+        "transfer_time_mean_s": float(dur_s.mean()) if dur_s.size else None,
+        "transfer_time_p50_s": _p(dur_s, 50),
+        "transfer_time_p99_s": _p(dur_s, 99),
+        "transfer_time_max_s": float(dur_s.max()) if dur_s.size else None,
+        "num_waited_for_decode_kv": int(state.waited[handed].sum()),
+        "decode_kv_wait_mean_s": float(wait_s.mean()) if wait_s.size else None,
+        "decode_kv_wait_p99_s": _p(wait_s, 99),
+    }
+
+
+def pd_request_columns(req: pd.DataFrame, state) -> pd.DataFrame:
+    """The request table (one row per request id) with the disaggregation columns: prefill
+    replica (-1: served mixed), KV transfer start and end (s; NaN: none), bytes moved, and
+    whether the hand-off waited for decode KV blocks."""
+
+    def at(ns):
+        return np.where(ns != NEVER, ns / NS_PER_S, np.nan)
+
+    return req.assign(
+        prefill_replica=state.src.astype(np.int64),
+        kv_transfer_start_at=at(state.start_ns),
+        kv_transfer_end_at=at(state.end_ns),
+        kv_transfer_bytes=state.nbytes.astype(np.int64),
+        waited_for_decode_kv=state.waited.astype(bool),
+    )

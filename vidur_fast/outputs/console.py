@@ -96,6 +96,8 @@ def format_summary(summary: dict) -> str:
         )
     if len(summary.get("pools", ())) > 1:
         lines += format_pools(summary["pools"])
+    if summary.get("pd"):
+        lines.append(format_pd(summary["pd"]))
     return "\n".join(lines)
 
 
@@ -159,3 +161,18 @@ def format_pools(pools: list[dict]) -> list[str]:
             f" tok/s, queueing p50 {delay_txt}, cost ${p['cost_usd']:.4f}"
         )
     return lines
+
+
+def format_pd(x: dict) -> str:
+    """Console line of disaggregated serving: KV transfers and the decode-side waits."""
+
+    def ms(v):
+        return f"{1e3 * v:.2f} ms" if v is not None else "-"
+
+    return (
+        f"KV transfer ({x['bandwidth_gbps']:g} GB/s, {x['latency_us']:g} us):"
+        f" {x['num_transfers']} transfers, {x['bytes_moved'] / 1e9:.3f} GB,"
+        f" time p50 {ms(x['transfer_time_p50_s'])} p99 {ms(x['transfer_time_p99_s'])};"
+        f" {x['num_waited_for_decode_kv']} of {x['num_handoffs']} waited for decode KV"
+        f" (wait mean {ms(x['decode_kv_wait_mean_s'])})"
+    )

@@ -1,0 +1,406 @@
+"""Prefill/decode disaggregation (vLLM's disaggregated serving with a KV connector).
+
+A request of a PD cluster is routed over the prefill replicas and runs there as a one-token
+request (the prefill instance's max_tokens=1): its prompt is computed and its first token
+sampled. At that step's end it is handed off: the decode router picks a decode replica, which
+reserves the prompt's KV blocks (vLLM's WAITING_FOR_REMOTE_KVS) when they fit and the
+replica's reservation queue is empty, else the request joins that queue (FIFO, retried at
+each of the replica's batch ends). The transfer starts with the reservation and lasts
+latency + bytes / bandwidth; at its end the prefill replica frees the request's blocks and
+the request joins the decode replica's running list with its prompt computed (one token of
+work in its next step samples the second token). A decode replica whose running list is full
+keeps arrived requests in a second FIFO until a running slot frees.
+
+A decider picks, per arriving request, disaggregated or mixed serving: always, never, or
+only prompts with more than N uncached tokens (without prefix caching: the prompt). A mixed
+request is routed over the mixed replicas and runs there as in an aggregated cluster.
+
+Every array is empty (role has no rows) when the cluster has no prefill/decode pools; the
+loop then never calls these kernels.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+from vidur_fast.kernels.blocks import accrue_kv_area_nb, ceil_div_nb, release_nb
+from vidur_fast.kernels.codes import ReqStatus, RouterPolicy
+from vidur_fast.kernels.dtypes import NEVER, NO_ID
+from vidur_fast.kernels.queues import run_append_nb
+
+ROLE_MIXED = 0
+ROLE_PREFILL = 1
+ROLE_DECODE = 2
+
+# PDState.ctl slots
+PD_RR_PREFILL = 0  # round-robin counter over the prefill replicas
+PD_RR_DECODE = 1  # round-robin counter over the decode replicas
+PD_HEAP_N = 2  # transfers in flight (heap size)
+PD_STARTED = 3  # transfers started
+PD_WAITED = 4  # hand-offs that queued for decode KV blocks
+PD_RR_MIXED = 5  # round-robin counter over the mixed replicas
+PD_CTL = 8
+
+# the decider (PDState.decide[0]); decide[1] is the threshold of DECIDE_UNCACHED_ABOVE
+DECIDE_ALWAYS = 0
+DECIDE_NEVER = 1
+DECIDE_UNCACHED_ABOVE = 2
+
+
+class PDState(NamedTuple):
+    """Disaggregation parameters and state: R replicas, N requests."""
+
+    role: np.ndarray  # int64[R], ROLE_* of each replica (empty: no PD)
+    prefill_ids: np.ndarray  # int64[Rp], the prefill replicas in id order
+    decode_ids: np.ndarray  # int64[Rd], the decode replicas in id order
+    mixed_ids: np.ndarray  # int64[Rm], the mixed replicas in id order
+    decide: np.ndarray  # int64[2], DECIDE_* and its threshold in tokens
+    tok_bytes: np.ndarray  # float64[R], KV bytes per token sent from this replica
+    link: np.ndarray  # float64[2], bandwidth (bytes per ns = GB/s), latency (ns)
+    ctl: np.ndarray  # int64[PD_CTL]
+    real_decode: np.ndarray  # int64[N], the request's output tokens (orig_decode is 1 meanwhile)
+    src: np.ndarray  # int64[N], prefill replica (NO_ID: not disaggregated)
+    dst: np.ndarray  # int64[N], decode replica (NO_ID until the hand-off)
+    need: np.ndarray  # int64[N], blocks reserved on the decode replica
+    handoff_ns: np.ndarray  # int64[N], prefill end (NEVER: no hand-off)
+    start_ns: np.ndarray  # int64[N], transfer start (NEVER: none)
+    end_ns: np.ndarray  # int64[N], transfer end
+    nbytes: np.ndarray  # int64[N], bytes moved
+    waited: np.ndarray  # int64[N], 1 when the hand-off queued for decode blocks
+    q_next: np.ndarray  # int64[N], next request in a decode replica's FIFO
+    dq_head: np.ndarray  # int64[R], FIFO of hand-offs waiting for KV blocks
+    dq_tail: np.ndarray  # int64[R]
+    aq_head: np.ndarray  # int64[R], FIFO of arrived transfers waiting for a running slot
+    aq_tail: np.ndarray  # int64[R]
+    heap_t: np.ndarray  # int64[N], transfers in flight: end time
+    heap_i: np.ndarray  # int64[N], and request
+
+
+def no_pd() -> PDState:
+    """The PDState of a cluster without prefill/decode pools: every array empty."""
+    i = np.zeros(0, dtype=np.int64)
+    f = np.zeros(0, dtype=np.float64)
+    return PDState(i, i, i, i, i, f, f, np.zeros(PD_CTL, np.int64), *([i] * 16))
+
+
+def make_pd(
+    role,
+    tok_bytes,
+    bandwidth_gbps: float,
+    latency_us: float,
+    n: int,
+    decide: int = DECIDE_ALWAYS,
+    threshold: int = 0,
+) -> PDState:
+    """PDState of a PD cluster: role and tok_bytes per replica, the link, n requests, the
+    decider and its threshold."""
+    role = np.asarray(role, dtype=np.int64)
+    r = role.shape[0]
+
+    def full(k, v):
+        return np.full(k, v, dtype=np.int64)
+
+    return PDState(
+        role=role,
+        prefill_ids=np.flatnonzero(role == ROLE_PREFILL).astype(np.int64),
+        decode_ids=np.flatnonzero(role == ROLE_DECODE).astype(np.int64),
+        mixed_ids=np.flatnonzero(role == ROLE_MIXED).astype(np.int64),
+        decide=np.array([decide, threshold], dtype=np.int64),
+        tok_bytes=np.asarray(tok_bytes, dtype=np.float64),
+        link=np.array([bandwidth_gbps, latency_us * 1000.0], dtype=np.float64),
+        ctl=np.zeros(PD_CTL, np.int64),
+        real_decode=full(n, 0),
+        src=full(n, NO_ID),
+        dst=full(n, NO_ID),
+        need=full(n, 0),
+        handoff_ns=full(n, NEVER),
+        start_ns=full(n, NEVER),
+        end_ns=full(n, NEVER),
+        nbytes=full(n, 0),
+        waited=full(n, 0),
+        q_next=full(n, NO_ID),
+        dq_head=full(r, NO_ID),
+        dq_tail=full(r, NO_ID),
+        aq_head=full(r, NO_ID),
+        aq_tail=full(r, NO_ID),
+        heap_t=full(n, NEVER),
+        heap_i=full(n, NO_ID),
+    )
+
+
+# ---- transfers in flight: a binary min-heap on (end time, request id) ----
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _before_nb(pd, a, b):
+    """Whether heap entry a orders before entry b.
+
+    Mutates: nothing.
+    Returns: bool.
+    """
+    ta, tb = pd.heap_t[a], pd.heap_t[b]
+    return ta < tb or (ta == tb and pd.heap_i[a] < pd.heap_i[b])
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _swap_nb(pd, a, b):
+    """Swap heap entries a and b.
+
+    Mutates: pd.heap_t, pd.heap_i.
+    Returns: nothing.
+    """
+    pd.heap_t[a], pd.heap_t[b] = pd.heap_t[b], pd.heap_t[a]
+    pd.heap_i[a], pd.heap_i[b] = pd.heap_i[b], pd.heap_i[a]
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _heap_push_nb(pd, t, i):
+    """Add the transfer of request i ending at t.
+
+    Mutates: pd.heap_*, pd.ctl.
+    Returns: nothing.
+    """
+    k = pd.ctl[PD_HEAP_N]
+    pd.heap_t[k] = t
+    pd.heap_i[k] = i
+    pd.ctl[PD_HEAP_N] = k + 1
+    while k > 0:
+        up = (k - 1) // 2
+        if not _before_nb(pd, k, up):
+            break
+        _swap_nb(pd, k, up)
+        k = up
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _heap_pop_nb(pd):
+    """Remove the earliest transfer.
+
+    Mutates: pd.heap_*, pd.ctl.
+    Returns: its request id.
+    """
+    i = pd.heap_i[0]
+    n = pd.ctl[PD_HEAP_N] - 1
+    pd.ctl[PD_HEAP_N] = n
+    pd.heap_t[0] = pd.heap_t[n]
+    pd.heap_i[0] = pd.heap_i[n]
+    k = 0
+    while True:
+        a = 2 * k + 1
+        if a >= n:
+            break
+        b = a + 1
+        c = b if b < n and _before_nb(pd, b, a) else a
+        if not _before_nb(pd, c, k):
+            break
+        _swap_nb(pd, c, k)
+        k = c
+    return i
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def pd_next_ns_nb(pd):
+    """End of the earliest transfer in flight.
+
+    Mutates: nothing.
+    Returns: int64 ns (NEVER when none).
+    """
+    if pd.ctl[PD_HEAP_N] == 0:
+        return NEVER
+    return pd.heap_t[0]
+
+
+# ---- routing ----
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _pick_nb(reps, pd, p, ids, rr_slot):
+    """The cluster's router over the replicas ids: round robin, or the fewest outstanding
+    requests (lor; ties to the lowest id).
+
+    Mutates: pd.ctl (round-robin counter), reps.pending (lor).
+    Returns: replica index.
+    """
+    if p.router == RouterPolicy.ROUND_ROBIN:
+        r = ids[pd.ctl[rr_slot] % ids.shape[0]]
+        pd.ctl[rr_slot] += 1
+        return r
+    r = ids[0]
+    for k in range(1, ids.shape[0]):
+        if reps.pending[ids[k]] < reps.pending[r]:
+            r = ids[k]
+    reps.pending[r] += 1
+    return r
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def pd_route_nb(reps, reqs, pd, p, i):
+    """Route arriving request i: disaggregated (the decider's choice) to a prefill replica,
+    where it runs with one output token; else to a mixed replica.
+
+    Mutates: reps.pending, reqs.orig_decode, reqs.route_load, pd.
+    Returns: replica index.
+    """
+    reqs.route_load[i] = 1 if p.router == RouterPolicy.LOR else 0
+    mode = pd.decide[0]
+    if mode == DECIDE_NEVER or (mode == DECIDE_UNCACHED_ABOVE and reqs.prompt[i] <= pd.decide[1]):
+        return _pick_nb(reps, pd, p, pd.mixed_ids, PD_RR_MIXED)
+    r = _pick_nb(reps, pd, p, pd.prefill_ids, PD_RR_PREFILL)
+    pd.src[i] = r
+    pd.real_decode[i] = reqs.orig_decode[i]
+    if reqs.orig_decode[i] > 1:
+        reqs.orig_decode[i] = 1
+    return r
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def pd_hands_off_nb(reqs, pd, r, i):
+    """Whether request i, complete on replica r, is a prefill that moves to a decode replica.
+
+    Mutates: nothing.
+    Returns: bool.
+    """
+    return pd.src[i] == r and pd.dst[i] == NO_ID and pd.real_decode[i] > reqs.generated[i]
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _fits_nb(reps, pools, r, need):
+    """Whether replica r has `need` free KV blocks.
+
+    Mutates: nothing.
+    Returns: bool.
+    """
+    return need <= pools.usable_blocks[pools.rep_pool[r]] - reps.alloc_blocks[r]
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _start_transfer_nb(reps, reqs, pd, i, now_ns):
+    """Reserve request i's prompt blocks on its decode replica and start its transfer.
+
+    Mutates: reps (blocks, peak, kv area of the decode replica), pd.
+    Returns: nothing.
+    """
+    d = pd.dst[i]
+    accrue_kv_area_nb(reps, d, now_ns)
+    reps.alloc_blocks[d] += pd.need[i]
+    if reps.alloc_blocks[d] > reps.kv_peak[d]:
+        reps.kv_peak[d] = reps.alloc_blocks[d]
+    nbytes = reqs.prompt[i] * pd.tok_bytes[pd.src[i]]
+    dur = np.int64(round(pd.link[1])) + np.int64(round(nbytes / pd.link[0]))
+    pd.nbytes[i] = np.int64(round(nbytes))
+    pd.start_ns[i] = now_ns
+    pd.end_ns[i] = now_ns + dur
+    pd.ctl[PD_STARTED] += 1
+    _heap_push_nb(pd, now_ns + dur, i)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _push_nb(pd, head, tail, r, i):
+    """Append request i to the FIFO (head, tail) of replica r.
+
+    Mutates: head, tail, pd.q_next.
+    Returns: nothing.
+    """
+    pd.q_next[i] = NO_ID
+    if tail[r] == NO_ID:
+        head[r] = i
+    else:
+        pd.q_next[tail[r]] = i
+    tail[r] = i
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _pop_nb(pd, head, tail, r):
+    """Remove the head of the FIFO (head, tail) of replica r.
+
+    Mutates: head, tail.
+    Returns: its request id.
+    """
+    i = head[r]
+    head[r] = pd.q_next[i]
+    if head[r] == NO_ID:
+        tail[r] = NO_ID
+    return i
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def pd_handoff_nb(reps, reqs, pd, pools, p, i, now_ns):
+    """Request i finished its prefill: pick its decode replica, reserve there and start the
+    transfer, or queue for the blocks. The caller has taken it off the prefill replica's
+    running list and router load; its prefill blocks stay until the transfer ends.
+
+    Mutates: reps (decode replica blocks, pending), reqs.orig_decode, pd.
+    Returns: the decode replica.
+    """
+    reqs.orig_decode[i] = pd.real_decode[i]
+    d = _pick_nb(reps, pd, p, pd.decode_ids, PD_RR_DECODE)
+    pd.dst[i] = d
+    pd.handoff_ns[i] = now_ns
+    pd.need[i] = ceil_div_nb(reqs.prompt[i], p.block_size)
+    if pd.dq_head[d] == NO_ID and _fits_nb(reps, pools, d, pd.need[i]):
+        _start_transfer_nb(reps, reqs, pd, i, now_ns)
+    else:
+        pd.waited[i] = 1
+        pd.ctl[PD_WAITED] += 1
+        _push_nb(pd, pd.dq_head, pd.dq_tail, d, i)
+    return d
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _max_seqs_nb(p, pools, r):
+    """Running requests replica r's pool allows.
+
+    Mutates: nothing.
+    Returns: int.
+    """
+    return pools.max_num_seqs[pools.rep_pool[r]]
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _enter_running_nb(reps, reqs, r, i):
+    """Arrived request i joins decode replica r's running list.
+
+    Mutates: reps.run, reps.run_n, reqs.status.
+    Returns: nothing.
+    """
+    run_append_nb(reps, r, i)
+    reqs.status[i] = ReqStatus.RUNNING
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def pd_transfer_end_nb(reps, reqs, pd, p, pools, now_ns):
+    """The earliest transfer ends at now: the prefill replica frees the request's blocks, the
+    decode replica holds the reserved ones and runs the request (or keeps it until a running
+    slot frees).
+
+    Mutates: reps, reqs, pd.
+    Returns: (request, prefill replica, decode replica).
+    """
+    i = _heap_pop_nb(pd)
+    s = pd.src[i]
+    d = pd.dst[i]
+    release_nb(reps, reqs, s, i, now_ns)
+    reqs.blocks[i] = pd.need[i]
+    reps.alloc_reqs[d] += 1
+    reqs.replica[i] = d
+    if pd.aq_head[d] == NO_ID and reps.run_n[d] < _max_seqs_nb(p, pools, d):
+        _enter_running_nb(reps, reqs, d, i)
+    else:
+        reqs.status[i] = ReqStatus.WAITING
+        _push_nb(pd, pd.aq_head, pd.aq_tail, d, i)
+    return i, s, d
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def pd_drain_nb(reps, reqs, pd, p, pools, r, now_ns):
+    """After a batch end of decode replica r: arrived requests take free running slots, then
+    queued hand-offs whose blocks now fit start their transfers (both FIFO).
+
+    Mutates: reps, reqs, pd.
+    Returns: nothing.
+    """
+    cap = _max_seqs_nb(p, pools, r)
+    while pd.aq_head[r] != NO_ID and reps.run_n[r] < cap:
+        _enter_running_nb(reps, reqs, r, _pop_nb(pd, pd.aq_head, pd.aq_tail, r))
+    while pd.dq_head[r] != NO_ID and _fits_nb(reps, pools, r, pd.need[pd.dq_head[r]]):
+        _start_transfer_nb(reps, reqs, pd, _pop_nb(pd, pd.dq_head, pd.dq_tail, r), now_ns)

@@ -1,0 +1,244 @@
+"""Prefill/decode disaggregation (1P1D, vllm_v1): the hand-off's exact timing, the decode
+side's KV reservation queue, determinism, and refusals of what the flow does not model."""
+
+import json
+
+import numpy as np
+import pytest
+from vidur_fast.kernels.dtypes import NS_PER_MS
+from vidur_fast.kernels.timing import stage_time_ms_nb
+
+from tests.helpers.cli import assert_one_error, run_cli
+from tests.helpers.cli_args import FAST_TIMING_ARGS
+from vidur_fast.api import simulate
+from vidur_fast.catalog import get_model, get_node
+from vidur_fast.config.convert import build_dataclass
+from vidur_fast.config.sim import SimConfig
+from vidur_fast.params.memory import kv_bytes_per_token
+from vidur_fast.timing.build import build_timing
+
+PREDICTOR = {"source": "roofline", "max_tokens": 8192, "max_prefill_chunk": 4096}
+SCHED = {"type": "vllm_v1", "enable_prefix_caching": False, "async_scheduling": False}
+PROMPT = 700
+
+
+def _pools(decode_blocks=None, n_decode=1):
+    dec = {"device": "h100", "num_replicas": n_decode, "role": "decode"}
+    if decode_blocks is not None:
+        dec["scheduler"] = {**SCHED, "num_blocks": decode_blocks}
+    return [{"device": "h100", "num_replicas": 1, "role": "prefill"}, dec]
+
+
+def _cfg(pools, n=1, decode=2, router="lor", **cluster) -> SimConfig:
+    return build_dataclass(
+        SimConfig,
+        {
+            "cluster": {"pools": pools, **cluster},
+            "predictor": PREDICTOR,
+            "scheduler": SCHED,
+            "router": router,
+            "quiet": True,
+            "workload": {
+                "type": "synthetic",
+                "num_requests": n,
+                "lengths": {
+                    "type": "FixedLengths",
+                    "prefill_tokens": PROMPT,
+                    "decode_tokens": decode,
+                },
+                "intervals": "StaticIntervals",
+                "ingest_ms": 0.0,
+            },
+        },
+        "",
+    )
+
+
+def _step_ns(cfg, n_tok, n_dec, dec_kv, n_pre, pre_kv, pre_sq):
+    model = get_model(cfg.cluster.model)
+    t = build_timing(model, "h100", None, 1, 1, cfg.predictor)
+    grids = t.grids._replace(counters=np.zeros_like(t.grids.counters))
+    ms = stage_time_ms_nb(grids, t.params, n_tok, n_dec, dec_kv, n_pre, pre_kv, pre_sq, True)
+    return int(round(ms * NS_PER_MS))
+
+
+def test_single_request_first_and_second_token_to_the_ns():
+    """Idle 1P1D: the first token comes at the prefill step's end; the second after the
+    transfer (latency + bytes / bandwidth) and one decode-side step of one token."""
+    res = simulate(_cfg(_pools()))
+    cfg = res.config
+    b = res.batch_log.frame_ns()
+    assert b["replica"].tolist() == [0, 1]
+    pre, dec = b.iloc[0], b.iloc[1]
+    assert int(pre["start_ns"]) == 0
+    prefill_ns = _step_ns(cfg, PROMPT, 0, 0, 1, 0, PROMPT * PROMPT)
+    assert int(pre["end_ns"]) == prefill_ns
+    node = get_node("h100_dgx")
+    nbytes = PROMPT * kv_bytes_per_token(get_model(cfg.cluster.model), 1, 32)
+    xfer_ns = int(round(node.p2p_latency_us * 1000)) + int(
+        round(nbytes / node.inter_node_bandwidth_gbps)
+    )
+    assert int(dec["start_ns"]) == prefill_ns + xfer_ns
+    assert int(dec["n_tokens"]) == 1 and int(dec["n_decode_tokens"]) == 1
+    decode_ns = _step_ns(cfg, 1, 1, PROMPT, 0, 0, 0)
+    assert int(dec["end_ns"]) - int(dec["start_ns"]) == decode_ns
+    r = res.requests.iloc[0]
+    assert round(r["prefill_completed_at"] * 1e9) == prefill_ns
+    assert round(r["completed_at"] * 1e9) == prefill_ns + xfer_ns + decode_ns
+    assert round(r["tbt_max"] * 1e9) == xfer_ns + decode_ns
+    assert r["replica"] == 1 and r["prefill_replica"] == 0
+    assert round(r["kv_transfer_start_at"] * 1e9) == prefill_ns
+    assert round(r["kv_transfer_end_at"] * 1e9) == prefill_ns + xfer_ns
+    assert r["kv_transfer_bytes"] == nbytes and not r["waited_for_decode_kv"]
+    pd = res.summary["pd"]
+    assert pd["num_transfers"] == 1 and pd["bytes_moved"] == nbytes
+    assert round(pd["transfer_time_p50_s"] * 1e9) == xfer_ns
+    assert pd["num_waited_for_decode_kv"] == 0
+    roles = [p["role"] for p in res.summary["pools"]]
+    assert roles == ["prefill", "decode"]
+    assert [p["num_completed"] for p in res.summary["pools"]] == [0, 1]
+    # queueing counts where the request queued: the prefill pool
+    assert res.summary["pools"][0]["scheduling_delay_p50_s"] == 0.0
+    assert res.summary["pools"][1]["scheduling_delay_p50_s"] is None
+
+
+def test_kv_transfer_override():
+    res = simulate(_cfg(_pools(), kv_transfer={"bandwidth_gbps": 10.0, "latency_us": 0.0}))
+    nbytes = res.summary["pd"]["bytes_moved"]
+    assert round(res.summary["pd"]["transfer_time_p50_s"] * 1e9) == round(nbytes / 10.0)
+
+
+def test_decode_kv_reservation_queues_until_blocks_free():
+    """Two prompts of 44 blocks each, a decode replica with 59: the second hand-off waits
+    until the first request completes there and frees its blocks."""
+    res = simulate(_cfg(_pools(decode_blocks=60), n=2, decode=10))
+    req = res.requests
+    assert req["completed"].all()
+    pd = res.summary["pd"]
+    assert pd["num_handoffs"] == 2 and pd["num_waited_for_decode_kv"] == 1
+    # the second prefill ends while the first request decodes; its transfer starts when the
+    # first request completes
+    first_done = req["completed_at"].iloc[0]
+    assert req["prefill_completed_at"].iloc[1] < first_done
+    wait = 2 * pd["decode_kv_wait_mean_s"]
+    assert wait == pytest.approx(first_done - req["prefill_completed_at"].iloc[1], abs=1e-9)
+    assert req["completed_at"].iloc[1] > first_done
+    assert req["waited_for_decode_kv"].tolist() == [False, True]
+    assert req["kv_transfer_start_at"].iloc[1] == pytest.approx(first_done, abs=1e-9)
+
+
+def test_two_decode_replicas_share_the_load_and_runs_repeat():
+    a = simulate(_cfg(_pools(n_decode=2), n=8, decode=5, router="round_robin"))
+    b = simulate(_cfg(_pools(n_decode=2), n=8, decode=5, router="round_robin"))
+    assert a.requests["replica"].tolist() == [1, 2] * 4
+    assert a.requests.equals(b.requests)
+    assert json.dumps(a.summary["pd"]) == json.dumps(b.summary["pd"])
+
+
+@pytest.mark.parametrize("above, replica", [(PROMPT - 1, 1), (PROMPT, 2)])
+def test_decider_sends_short_prompts_to_the_mixed_pool(above, replica):
+    """uncached_tokens_above N: prompts longer than N go disaggregated (decode replica 1),
+    the others to the mixed replica 2, which serves them whole."""
+    pools = [*_pools(), {"device": "h100", "num_replicas": 1, "role": "mixed"}]
+    cfg = _cfg(
+        pools, n=3, decode=4, pd_decider="uncached_tokens_above", pd_uncached_tokens_above=above
+    )
+    res = simulate(cfg)
+    assert res.requests["replica"].tolist() == [replica] * 3
+    assert res.requests["completed"].all()
+    assert res.summary["pd"]["num_handoffs"] == (3 if replica == 1 else 0)
+    done = [p["num_completed"] for p in res.summary["pools"]]
+    assert done == ([0, 3, 0] if replica == 1 else [0, 0, 3])
+
+
+def _pd_file(d, pools, scheduler=SCHED, **cluster) -> str:
+    path = d / "pd.json"
+    body = {"cluster": {"pools": pools, **cluster}, "scheduler": scheduler}
+    path.write_text(json.dumps(body))
+    return str(path)
+
+
+BAD = {
+    "no_decode_pool": (
+        [{"role": "prefill"}, {"role": "prefill"}],
+        {},
+        SCHED,
+        "cluster.pools: a disaggregated cluster needs a decode pool",
+    ),
+    "no_prefill_pool": ([{"role": "decode"}], {}, SCHED, "needs a prefill pool"),
+    "mixed_beside_pd": (
+        [{"role": "prefill"}, {"role": "decode"}, {"role": "mixed"}],
+        {},
+        SCHED,
+        "cluster.pools[2].role",
+    ),
+    "pool_with_own_model": (
+        [{"role": "prefill"}, {"role": "decode", "model": "Qwen/Qwen3-8B"}],
+        {},
+        SCHED,
+        "cluster.pools[1].model",
+    ),
+    "bandwidth_zero": (
+        _pools(),
+        {"kv_transfer": {"bandwidth_gbps": 0}},
+        SCHED,
+        "cluster.kv_transfer.bandwidth_gbps",
+    ),
+    "latency_negative": (
+        _pools(),
+        {"kv_transfer": {"latency_us": -1}},
+        SCHED,
+        "cluster.kv_transfer.latency_us",
+    ),
+    "decider_never_without_mixed": (
+        _pools(),
+        {"pd_decider": "never"},
+        SCHED,
+        "cluster.pd_decider: never sends requests to mixed pools",
+    ),
+    "threshold_negative": (
+        [*_pools(), {"role": "mixed"}],
+        {"pd_decider": "uncached_tokens_above", "pd_uncached_tokens_above": -1},
+        SCHED,
+        "cluster.pd_uncached_tokens_above",
+    ),
+    "threshold_without_its_decider": (
+        [*_pools(), {"role": "mixed"}],
+        {"pd_decider": "never", "pd_uncached_tokens_above": 5},
+        SCHED,
+        "cluster.pd_uncached_tokens_above",
+    ),
+    "decider_unknown": (_pools(), {"pd_decider": "sometimes"}, SCHED, "cluster.pd_decider"),
+    "decider_without_pd": ([{"role": "mixed"}], {"pd_decider": "never"}, SCHED, "pd_decider"),
+    "prefix_caching": (
+        _pools(),
+        {},
+        {**SCHED, "enable_prefix_caching": True},
+        "scheduler.enable_prefix_caching",
+    ),
+    "async_scheduling": (
+        _pools(),
+        {},
+        {**SCHED, "async_scheduling": True},
+        "scheduler.async_scheduling",
+    ),
+    "other_scheduler": (_pools(), {}, {"type": "sarathi"}, "scheduler: prefill/decode"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_pd_input_one_line_exit_2(case, tmp_path, capsys):
+    pools, cluster, sched, needle = BAD[case]
+    path = _pd_file(tmp_path, pools, sched, **cluster)
+    out = tmp_path / "out"
+    code, lines = run_cli(
+        ["--quiet", *FAST_TIMING_ARGS, "--output.dir", str(out), "--config", path], capsys
+    )
+    assert_one_error(code, lines, needle)
+    assert not out.exists()
+
+
+def test_bad_router_for_pd(tmp_path, capsys):
+    path = _pd_file(tmp_path, _pools())
+    code, lines = run_cli(["--quiet", *FAST_TIMING_ARGS, "--config", path, "router:lop"], capsys)
+    assert_one_error(code, lines, "router:")
