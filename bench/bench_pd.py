@@ -82,7 +82,7 @@ def single_request(source: str, cache: dict) -> None:
     first_ns = round(r["prefill_completed_at"] * 1e9)
     second_ns = round(r["completed_at"] * 1e9)
     assert int(pre["start_ns"]) == 0 and int(pre["replica"]) == 0 and int(dec["replica"]) == 1
-    assert int(dec["n_tokens"]) == 1
+    assert int(dec["num_tokens"]) == 1
     assert first_ns == prefill_ns, (first_ns, prefill_ns)
     assert second_ns == prefill_ns + xfer_ns + decode_ns, (second_ns, prefill_ns, xfer_ns)
     assert round(res.summary["pd"]["transfer_time_p50_s"] * 1e9) == xfer_ns

@@ -79,7 +79,7 @@ def test_single_request_first_and_second_token_to_the_ns():
         round(nbytes / node.inter_node_bandwidth_gbps)
     )
     assert int(dec["start_ns"]) == prefill_ns + xfer_ns
-    assert int(dec["n_tokens"]) == 1 and int(dec["n_decode_tokens"]) == 1
+    assert int(dec["num_tokens"]) == 1 and int(dec["num_decode_tokens"]) == 1
     decode_ns = _step_ns(cfg, 1, 1, PROMPT, 0, 0, 0)
     assert int(dec["end_ns"]) - int(dec["start_ns"]) == decode_ns
     r = res.requests.iloc[0]
