@@ -25,6 +25,8 @@ import numpy as np
 from vidur_fast.kernels.codes import ReqStatus, RouterPolicy, SchedPolicy
 from vidur_fast.kernels.dtypes import NS_PER_S
 from vidur_fast.kernels.loop import _finish_batch_nb
+from vidur_fast.kernels.pd import no_pd
+from vidur_fast.kernels.pools import one_pool
 from vidur_fast.kernels.queues import wq_push_back_nb
 from vidur_fast.kernels.sched_v1 import schedule_vllm_v1_nb
 from vidur_fast.kernels.state import SchedParams
@@ -176,13 +178,15 @@ def replay_case(case_dir: Path) -> ReplayResult:
     rows: list[tuple] = []
     step, clock, done, flush = 0, 0.0, 0, False
     queue: list[tuple[int, int, int]] = []  # (slot, step, requests) formed, not yet applied
+    pools, pd = one_pool(), no_pd()  # one pool, no disaggregation
 
     def apply(slot: int, sstep: int, nb: int) -> None:
         nonlocal done, flush
         if nb == 0:
             return
         was_done = reqs.status == ReqStatus.FINISHED
-        done += _finish_batch_nb(reps, kv, reqs, hist, cl, p, 0, slot, int(round(clock * NS_PER_S)))
+        now_ns = int(round(clock * NS_PER_S))
+        done += _finish_batch_nb(reps, kv, reqs, hist, cl, p, pools, pd, 0, slot, now_ns)
         for i in np.flatnonzero((reqs.status == ReqStatus.FINISHED) & ~was_done):
             flush = True
             for dep in dependents.get(specs[i].rid, []):
