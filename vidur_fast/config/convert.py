@@ -10,6 +10,7 @@ member's defaults. Every error names the full field path.
 import dataclasses
 import functools
 import operator
+import re
 import types
 import typing
 from typing import Annotated, Any, Literal, get_args, get_origin
@@ -203,18 +204,60 @@ def parse_text(tp: Any, text: str, path: str) -> Any:
 # ---- paths ----
 
 
-def check_path(cls: type, parts: list[str], path: str) -> None:
+_INDEX = re.compile(r"\[(\d+)\]")
+
+
+def split_path(path: str, where: str | None = None) -> list[str | int]:
+    """A dotted field path as its parts, an item of a list field written `[k]` after it:
+    "cluster.pools[1].num_replicas" -> ["cluster", "pools", 1, "num_replicas"]. An error
+    names where (default: the path)."""
+    parts: list[str | int] = []
+    for piece in path.split("."):
+        name, _, tail = piece.partition("[")
+        parts.append(name)
+        tail = "[" + tail if tail else ""
+        while tail:
+            m = _INDEX.match(tail)
+            if m is None:
+                raise ConfigError(
+                    f"{where or path}: bad index in {piece!r}; write a list item as name[k]"
+                )
+            parts.append(int(m.group(1)))
+            tail = tail[m.end() :]
+    return parts
+
+
+def _item_type(tp: Any) -> Any:
+    """The item type of a tuple[X, ...] field (optional or annotated), else None."""
+    if get_origin(tp) is Annotated:
+        tp = get_args(tp)[0]
+    tp, _ = _strip_optional(tp)
+    if get_origin(tp) is tuple and len(get_args(tp)) == 2 and get_args(tp)[1] is Ellipsis:
+        return get_args(tp)[0]
+    return None
+
+
+def check_path(cls: type, parts: list, path: str) -> None:
     """Raise ConfigError unless parts name a field reachable from cls through some member of
-    every union on the way."""
+    every union on the way (an int part: an item of a list field)."""
     hints = field_types(cls)
     head, rest = parts[0], parts[1:]
-    if head not in hints:
+    if not isinstance(head, str) or head not in hints:
         raise ConfigError(
             f"{path}: {head!r} is not a field of {cls.__name__}; fields: {', '.join(hints)}"
         )
     if not rest:
         return
     tp = hints[head]
+    if isinstance(rest[0], int):
+        item = _item_type(tp)
+        if item is None:
+            raise ConfigError(f"{path}: {head!r} is not a list")
+        if len(rest) == 1:
+            return
+        if not dataclasses.is_dataclass(item):
+            raise ConfigError(f"{path}: items of {head!r} have no sub-fields")
+        return check_path(item, rest[1:], path)
     members = union_members(tp)
     if members is None:
         tp, _ = _strip_optional(tp)
@@ -230,7 +273,7 @@ def check_path(cls: type, parts: list[str], path: str) -> None:
     raise ConfigError(f"{path}: no {head} type has a field {'.'.join(rest)!r}")
 
 
-def set_path(obj: Any, parts: list[str], value: Any, path: str) -> Any:
+def set_path(obj: Any, parts: list, value: Any, path: str) -> Any:
     """A copy of the dataclass obj with the field at parts set from plain data value.
 
     Raises NotApplicable when a union member chosen in obj lacks the field.
@@ -242,6 +285,21 @@ def set_path(obj: Any, parts: list[str], value: Any, path: str) -> Any:
             f"{path}: {type(obj).__name__} has no field {head!r}; fields: {', '.join(hints)}"
         )
     current = getattr(obj, head)
+    if rest and isinstance(rest[0], int):
+        k, items = rest[0], tuple(current or ())
+        if k >= len(items):
+            raise NotApplicable(
+                f"{path}: {head} has {len(items)} item{'s' if len(items) != 1 else ''}, no [{k}]"
+            )
+        item = items[k]
+        if rest[1:]:
+            if not dataclasses.is_dataclass(item):
+                raise NotApplicable(f"{path}: {head}[{k}] is {item!r}, which has no sub-fields")
+            new_item = set_path(item, rest[1:], value, path)
+        else:
+            new_item = convert_value(_item_type(hints[head]), value, path, item)
+        new = items[:k] + (new_item,) + items[k + 1 :]
+        return dataclasses.replace(obj, **{head: new})
     if rest:
         if not dataclasses.is_dataclass(current):
             raise NotApplicable(f"{path}: {head} is {current!r}, which has no sub-fields")

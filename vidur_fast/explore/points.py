@@ -22,9 +22,10 @@ from vidur_fast.config.convert import (
     field_types,
     member_name,
     set_path,
+    split_path,
     union_members,
 )
-from vidur_fast.config.sim import SimConfig
+from vidur_fast.config.sim import SimConfig, cluster_pools
 from vidur_fast.errors import ConfigError
 from vidur_fast.explore.errors import SweepFileError
 from vidur_fast.explore.spec import SweepSpec
@@ -141,7 +142,7 @@ def apply_overrides(base: SimConfig, grid: dict, overrides: dict) -> SimConfig:
     for key in order:
         path = grid[key][0]
         try:
-            cfg = set_path(cfg, path.split("."), overrides[key], path)
+            cfg = set_path(cfg, split_path(path), overrides[key], path)
         except NotApplicable:
             raise
         except ConfigError as exc:  # a value no point could take: the file is wrong
@@ -196,19 +197,47 @@ def describe(cfg: SimConfig) -> dict[str, Any]:
     """Columns that identify a deployment and load in a results table."""
     c = cfg.cluster
     intervals = getattr(cfg.workload, "intervals", None)
+    pools = cluster_pools(c)
     return {
         "model": c.model,
-        "device": c.device,
-        "node": c.node,
-        "tp": c.tp,
-        "pp": c.pp,
-        "num_replicas": c.num_replicas,
+        "device": _common([p.device for p in pools], "+"),
+        "node": _common([p.node for p in pools], "+"),
+        "tp": _common([p.tp for p in pools]),
+        "pp": _common([p.pp for p in pools]),
+        "num_replicas": sum(p.num_replicas for p in pools),
+        "num_pools": len(c.pools),
+        "layout": layout_label(pools),
+        "gpus": sum(p.num_replicas * p.tp * p.pp for p in pools),
         "scheduler": _union_label(SimConfig, "scheduler", cfg.scheduler),
         "router": _union_label(SimConfig, "router", cfg.router),
         "workload": _union_label(SimConfig, "workload", cfg.workload).split("(")[0],
         "qps": getattr(intervals, "qps", None),
         "seed": cfg.seed,
     }
+
+
+def _common(values: list, sep: str | None = None) -> Any:
+    """The value all pools share; else the distinct values joined by sep (None without sep)."""
+    distinct = list(dict.fromkeys(values))
+    if len(distinct) == 1:
+        return distinct[0]
+    if sep is None:
+        return None
+    return sep.join(str(v) for v in distinct)
+
+
+_ROLE_MARK = {"prefill": "P", "decode": "D"}
+
+
+def layout_label(pools) -> str:
+    """The pools as one readable string: `1P h100 tp1 + 2D h100 tp1`, `4x h100 tp2 + 2x a100
+    tp1 pp2` (P prefill, D decode, x mixed; a node only when one is named)."""
+    parts = []
+    for p in pools:
+        where = p.device if p.node is None else f"{p.device}/{p.node}"
+        pp = f" pp{p.pp}" if p.pp != 1 else ""
+        parts.append(f"{p.num_replicas}{_ROLE_MARK.get(p.role, 'x')} {where} tp{p.tp}{pp}")
+    return " + ".join(parts)
 
 
 def grid_value_label(value: Any) -> Any:

@@ -25,6 +25,7 @@ from vidur_fast.explore.worker import (
     cost_per_hour_usd,
     error_text,
     evaluate_deployment,
+    gpu_count,
     search_deployment,
     warm_kernels,
 )
@@ -88,6 +89,8 @@ def qps_problem(cfg: SimConfig) -> str | None:
 def deployment_label(row: dict) -> str:
     """Short text naming a deployment in plots: model device tp/pp/replicas scheduler."""
     model = str(row["model"]).rsplit("/", 1)[-1]
+    if row.get("num_pools"):
+        return f"{model} {row['layout']} {row['scheduler']}"
     return (
         f"{model} {row['device']} tp{row['tp']} pp{row['pp']} x{row['num_replicas']} "
         f"{row['scheduler']}"
@@ -343,7 +346,7 @@ def _fixed_tables(spec, points, ids, log, settings) -> pd.DataFrame:
         extra = {
             "load": settings.load,
             "qps": qps,
-            "gpus": c.num_replicas * c.tp * c.pp if c is not None else None,
+            "gpus": gpu_count(p.config) if c is not None else None,
             "cost_per_hour_usd": _cost(p.config),
         }
         rows.append({**head, "label": deployment_label(head), **extra, **entry})

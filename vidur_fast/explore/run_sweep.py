@@ -22,6 +22,7 @@ DESCRIBED_PATHS = {
     "cluster.tp",
     "cluster.pp",
     "cluster.num_replicas",
+    "cluster.pools",
     "scheduler",
     "router",
     "workload",
@@ -46,11 +47,17 @@ def point_columns(spec: SweepSpec, point: Point) -> dict[str, Any]:
     row: dict[str, Any] = {"point": point.index, "point_id": point.id}
     desc = describe(point.config if point.config is not None else spec.base)
     if point.config is None:  # show what the grid asked for where the description has a slot
-        names = {"workload.intervals.qps": "qps", "cluster.num_replicas": "num_replicas"}
+        names = {
+            "workload.intervals.qps": "qps",
+            "cluster.num_replicas": "num_replicas",
+            "cluster.pools": "layout",
+        }
         for key, value in point.overrides.items():
             path = spec.grid[key][0]
             if path in DESCRIBED_PATHS:
                 desc[names.get(path, path.split(".")[-1])] = grid_value_label(value)
+            if path.startswith("cluster.pools"):  # the base's counts are not this layout's
+                desc["gpus"] = None
     row.update(desc)
     for key, value in point.overrides.items():
         if spec.grid[key][0] not in DESCRIBED_PATHS:

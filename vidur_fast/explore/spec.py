@@ -4,7 +4,7 @@ optional `capacity` section. Loading checks everything that does not depend on a
 from dataclasses import dataclass
 from typing import Any
 
-from vidur_fast.config.convert import build_dataclass, check_path
+from vidur_fast.config.convert import build_dataclass, check_path, split_path
 from vidur_fast.config.files import read_mapping as read_config_mapping
 from vidur_fast.config.sim import SimConfig
 from vidur_fast.errors import ConfigError
@@ -67,7 +67,7 @@ def _canonical_grid(grid: Any) -> dict[str, tuple[str, list]]:
         if not values:
             raise SweepFileError(f"grid.{key}: empty list; give at least one value")
         try:
-            check_path(SimConfig, path.split("."), f"grid.{key}")
+            check_path(SimConfig, split_path(path, f"grid.{key}"), f"grid.{key}")
         except ConfigError as exc:
             raise SweepFileError(str(exc)) from None
         owner[path] = key
@@ -92,11 +92,27 @@ def load_spec(path: str) -> SweepSpec:
     if capacity is not None and not isinstance(capacity, dict):
         raise SweepFileError("capacity: must be a mapping (slo, start_qps, ...)")
     grid = _canonical_grid(data.get("grid"))
-    pooled = [k for k, (field, _) in grid.items() if field.startswith("cluster.pools")]
-    if base.cluster.pools or pooled:
-        where = "base.cluster.pools" if base.cluster.pools else f"grid.{pooled[0]}"
-        raise SweepFileError(
-            f"{where}: sweeps and capacity searches over cluster.pools are not supported yet; "
-            "simulate each pool layout with `simulate --config`"
-        )
+    _check_pool_indices(base, grid)
     return SweepSpec(path, base_data, base, grid, capacity)
+
+
+POOLS_PATH = "cluster.pools"
+
+
+def _check_pool_indices(base: SimConfig, grid: dict[str, tuple[str, list]]) -> None:
+    """A grid key into cluster.pools[k] needs a pool k in the base or in some pool list of a
+    cluster.pools axis (points whose pool list lacks it are recorded with that error)."""
+    layouts = [base.cluster.pools]
+    for field, values in grid.values():
+        if field == POOLS_PATH:
+            layouts = [v if isinstance(v, list | tuple) else () for v in values]
+    most = max(len(x) for x in layouts)
+    for key, (field, _) in grid.items():
+        parts = split_path(field)
+        if parts[:2] == ["cluster", "pools"] and len(parts) > 2 and isinstance(parts[2], int):
+            if parts[2] >= most:
+                have = f"{most} pool{'s' if most != 1 else ''}" if most else "no pools"
+                raise SweepFileError(
+                    f"grid.{key}: no pool [{parts[2]}]; cluster.pools has {have}"
+                    + (f" (indices 0-{most - 1})" if most else "")
+                )

@@ -15,7 +15,7 @@ from typing import Any
 
 from vidur_fast.api import simulate
 from vidur_fast.catalog import get_device
-from vidur_fast.config.sim import OutputConfig, SimConfig
+from vidur_fast.config.sim import OutputConfig, SimConfig, cluster_pools
 from vidur_fast.config.workload import FixedLengths, SyntheticWorkload, TraceWorkload
 from vidur_fast.errors import UserError
 from vidur_fast.explore.search import find_capacity
@@ -66,10 +66,18 @@ def flatten(d: dict, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def gpu_count(cfg: SimConfig) -> int:
+    """GPUs of the deployment: replicas x tp x pp, summed over its pools."""
+    return sum(p.num_replicas * p.tp * p.pp for p in cluster_pools(cfg.cluster))
+
+
 def cost_per_hour_usd(cfg: SimConfig) -> float:
-    """Price of the deployment's GPUs: replicas x tp x pp x device price per GPU-hour."""
-    c = cfg.cluster
-    return c.num_replicas * c.tp * c.pp * get_device(c.device).price_per_hour_usd
+    """Price of the deployment's GPUs: replicas x tp x pp x device price per GPU-hour, summed
+    over its pools."""
+    return sum(
+        p.num_replicas * p.tp * p.pp * get_device(p.device).price_per_hour_usd
+        for p in cluster_pools(cfg.cluster)
+    )
 
 
 def error_text(exc: BaseException) -> str:
