@@ -4,7 +4,10 @@ aggregated against disaggregated deployments at equal GPU count.
 (1) One request (Llama-3-8B, 2,000-token prompt, 2 output tokens) on an idle 1P1D H100
 cluster: the first token comes at the end of the prefill step, the second after the KV
 transfer (latency + bytes / bandwidth) and one decode-side step of one token. Checked to the
-nanosecond against the batch log and the transfer figure computed here.
+nanosecond against the batch log and the transfer figure computed here. Then two such
+requests 20 ms apart over a 5 GB/s link with fair-share contention: the second transfer
+starts while the first sends, the two split the link, and both transfer ends are checked to
+the nanosecond against processor sharing worked out here.
 (2) One synthetic workload (Poisson arrivals, uniform 256-4096 tokens, prompt:output 10:1)
 on 2 aggregated replicas vs 1P1D, and on 3 aggregated replicas vs 1P2D and 2P1D (H100 TP1,
 vllm_v1 without prefix caching or async scheduling, lor): TTFT and TPOT p50/p99, goodput
@@ -97,6 +100,42 @@ def single_request(source: str, cache: dict) -> None:
     )
 
 
+def two_requests_contention(source: str, cache: dict) -> None:
+    """Two 2,000-token prompts, 20 ms apart, 1P1D, a 5 GB/s link shared fair: transfers
+    start at the prefill ends t0 < t1; at t1 the first has R = B - (t1 - t0) x bw bytes left,
+    which take 2R / bw at half the bandwidth; the second then has B - R left at full bandwidth.
+    Each ends the latency after its last byte."""
+    prompt, bw = 2000, 5.0
+    wl = {
+        "type": "synthetic",
+        "num_requests": 2,
+        "lengths": {"type": "FixedLengths", "prefill_tokens": prompt, "decode_tokens": 2},
+        "intervals": {"type": "UniformIntervals", "qps": 50.0},
+        "ingest_ms": 0.0,
+    }
+    cluster = {**_pd(1, 1), "kv_transfer": {"bandwidth_gbps": bw, "contention": "fair_share"}}
+    res = simulate(config(cluster, wl, source), timing_cache=cache)
+    b = res.batch_log.frame_ns()
+    t0, t1 = (int(x) for x in b[b["replica"] == 0]["end_ns"])
+    nbytes = prompt * kv_bytes_per_token(get_model(MODEL), 1, get_model(MODEL).num_layers)
+    lat_ns = round(get_node("h100_dgx").p2p_latency_us * 1000)
+    left = nbytes - (t1 - t0) * bw
+    assert 0 < left < nbytes, (t0, t1)
+    first_last = t1 + round(2 * left / bw)
+    want = [first_last + lat_ns, first_last + round((nbytes - left) / bw) + lat_ns]
+    r = res.requests
+    start = [round(x * 1e9) for x in r["kv_transfer_start_at"]]
+    end = [round(x * 1e9) for x in r["kv_transfer_end_at"]]
+    assert start == [t0, t1], (start, t0, t1)
+    assert end == want, (end, want)
+    alone = round(nbytes / bw) + lat_ns
+    print(
+        f"    fair share, 2 requests 20 ms apart at {bw:g} GB/s: transfers start at {t0} and "
+        f"{t1} ns, end at {end[0]} and {end[1]} ns (exact; alone each would take {alone} ns, "
+        f"shared {end[0] - t0} and {end[1] - t1} ns)"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=2000)
@@ -105,6 +144,7 @@ def main() -> None:
     args = ap.parse_args()
     cache: dict = {}
     single_request(args.source, cache)
+    two_requests_contention(args.source, cache)
     wl = {
         "type": "synthetic",
         "num_requests": args.requests,
@@ -146,7 +186,8 @@ def main() -> None:
         )
     best = max(rows, key=lambda k: rows[k][2] / rows[k][3]["gpus"])
     print(
-        f"summary: exact 1P1D hand-off timing; TPOT p99 1P1D {1e3 * rows['1P1D'][1]:.2f} ms vs "
+        f"summary: exact 1P1D hand-off timing, alone and fair-shared; TPOT p99 1P1D "
+        f"{1e3 * rows['1P1D'][1]:.2f} ms vs "
         f"2 aggregated {1e3 * rows['2 aggregated'][1]:.2f} ms; most goodput per GPU: {best} "
         f"({rows[best][2] / rows[best][3]['gpus']:.2f} req/s per GPU)"
     )

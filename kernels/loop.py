@@ -25,6 +25,8 @@ from vidur_fast.kernels.pd import (
     pd_drain_nb,
     pd_handoff_nb,
     pd_hands_off_nb,
+    pd_link_done_nb,
+    pd_link_due_nb,
     pd_next_ns_nb,
     pd_route_nb,
     pd_transfer_end_nb,
@@ -311,7 +313,9 @@ def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, pools, pd, limit_ns, max_
     stages and KV blocks and times its batches with its pool's grids; empty = one pool.
     pd (kernels/pd.py): with prefill/decode pools, arrivals go to the prefill replicas and
     KV transfers end as a third kind of event, before arrivals and replica events at the
-    same time (equal ends in request-id order); empty = no disaggregation.
+    same time (equal ends in request-id order); with fair-share contention a transfer's last
+    byte leaving its link comes before those (equal times by link id, then request id);
+    empty = no disaggregation.
     Mutates: reqs, reps, kv, log, run (loop cursor, router state, TBT histogram), cl,
     grids.counters, pd.
     Returns: a RunStatus.
@@ -343,6 +347,9 @@ def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, pools, pd, limit_ns, max_
             return RunStatus.TIME_LIMIT
         if pd_on and t_x == t_next:
             lstate[LS_NOW] = t_x
+            if pd_link_due_nb(pd, t_x):  # a last byte leaves a fair-share link
+                pd_link_done_nb(pd, t_x)
+                continue
             i_x, r_src, r_dst = pd_transfer_end_nb(reps, reqs, pd, p, pools, t_x)
             for rw in (r_src, r_dst):
                 if reps.inflight[rw] < pools.pp[pools.rep_pool[rw]] and reps.wake[rw] == NEVER:

@@ -6,9 +6,12 @@ sampled. At that step's end it is handed off: the decode router picks a decode r
 reserves the prompt's KV blocks (vLLM's WAITING_FOR_REMOTE_KVS) when they fit and the
 replica's reservation queue is empty, else the request joins that queue (FIFO, retried at
 each of the replica's batch ends). The transfer starts with the reservation and lasts
-latency + bytes / bandwidth; at its end the prefill replica frees the request's blocks and
-the request joins the decode replica's running list with its prompt computed (one token of
-work in its next step samples the second token). A decode replica whose running list is full
+latency + bytes / bandwidth; with fair-share contention (link[2]) the transfers leaving one
+prefill replica (its egress NIC: one link per prefill replica) share the bandwidth equally
+while they overlap, and a transfer ends the latency after its last byte leaves. At its end
+the prefill replica frees the request's blocks and the request joins the decode replica's
+running list with its prompt computed (one token of work in its next step samples the
+second token). A decode replica whose running list is full
 keeps arrived requests in a second FIFO until a running slot frees.
 
 A decider picks, per arriving request, disaggregated or mixed serving: always, never, or
@@ -39,12 +42,17 @@ PD_HEAP_N = 2  # transfers in flight (heap size)
 PD_STARTED = 3  # transfers started
 PD_WAITED = 4  # hand-offs that queued for decode KV blocks
 PD_RR_MIXED = 5  # round-robin counter over the mixed replicas
+PD_LINK_NEXT = 6  # earliest last-byte time over the links (NEVER: none, or contention none)
 PD_CTL = 8
 
 # the decider (PDState.decide[0]); decide[1] is the threshold of DECIDE_UNCACHED_ABOVE
 DECIDE_ALWAYS = 0
 DECIDE_NEVER = 1
 DECIDE_UNCACHED_ABOVE = 2
+
+# link contention (PDState.link[2])
+CONTENTION_NONE = 0  # every transfer has the whole bandwidth
+CONTENTION_FAIR_SHARE = 1  # transfers leaving one prefill replica share its bandwidth
 
 
 class PDState(NamedTuple):
@@ -56,7 +64,7 @@ class PDState(NamedTuple):
     mixed_ids: np.ndarray  # int64[Rm], the mixed replicas in id order
     decide: np.ndarray  # int64[2], DECIDE_* and its threshold in tokens
     tok_bytes: np.ndarray  # float64[R], KV bytes per token sent from this replica
-    link: np.ndarray  # float64[2], bandwidth (bytes per ns = GB/s), latency (ns)
+    link: np.ndarray  # float64[3], bandwidth (bytes per ns = GB/s), latency (ns), CONTENTION_*
     ctl: np.ndarray  # int64[PD_CTL]
     real_decode: np.ndarray  # int64[N], the request's output tokens (orig_decode is 1 meanwhile)
     src: np.ndarray  # int64[N], prefill replica (NO_ID: not disaggregated)
@@ -74,13 +82,23 @@ class PDState(NamedTuple):
     aq_tail: np.ndarray  # int64[R]
     heap_t: np.ndarray  # int64[N], transfers in flight: end time
     heap_i: np.ndarray  # int64[N], and request
+    # fair-share links, one per prefill replica's egress (processor sharing, virtual time)
+    lk_head: np.ndarray  # int64[R], transfers sending on the link (linked by x_next)
+    lk_n: np.ndarray  # int64[R], how many
+    lk_t: np.ndarray  # int64[R], time of the link's last update
+    lk_next: np.ndarray  # int64[R], the link's next last byte (NEVER: idle)
+    lk_min: np.ndarray  # int64[R], the transfer sending it
+    lk_v: np.ndarray  # float64[R], virtual time: bytes each active transfer has sent
+    x_next: np.ndarray  # int64[N], next transfer on the same link
+    tag: np.ndarray  # float64[N], virtual time at which the transfer's last byte leaves
 
 
 def no_pd() -> PDState:
     """The PDState of a cluster without prefill/decode pools: every array empty."""
     i = np.zeros(0, dtype=np.int64)
     f = np.zeros(0, dtype=np.float64)
-    return PDState(i, i, i, i, i, f, f, np.zeros(PD_CTL, np.int64), *([i] * 16))
+    ctl = np.zeros(PD_CTL, np.int64)
+    return PDState(i, i, i, i, i, f, f, ctl, *([i] * 16), *([i] * 5), f, i, f)
 
 
 def make_pd(
@@ -91,15 +109,18 @@ def make_pd(
     n: int,
     decide: int = DECIDE_ALWAYS,
     threshold: int = 0,
+    contention: int = CONTENTION_NONE,
 ) -> PDState:
     """PDState of a PD cluster: role and tok_bytes per replica, the link, n requests, the
-    decider and its threshold."""
+    decider and its threshold, the link's contention model (CONTENTION_*)."""
     role = np.asarray(role, dtype=np.int64)
     r = role.shape[0]
 
     def full(k, v):
         return np.full(k, v, dtype=np.int64)
 
+    ctl = np.zeros(PD_CTL, np.int64)
+    ctl[PD_LINK_NEXT] = NEVER
     return PDState(
         role=role,
         prefill_ids=np.flatnonzero(role == ROLE_PREFILL).astype(np.int64),
@@ -107,8 +128,8 @@ def make_pd(
         mixed_ids=np.flatnonzero(role == ROLE_MIXED).astype(np.int64),
         decide=np.array([decide, threshold], dtype=np.int64),
         tok_bytes=np.asarray(tok_bytes, dtype=np.float64),
-        link=np.array([bandwidth_gbps, latency_us * 1000.0], dtype=np.float64),
-        ctl=np.zeros(PD_CTL, np.int64),
+        link=np.array([bandwidth_gbps, latency_us * 1000.0, contention], dtype=np.float64),
+        ctl=ctl,
         real_decode=full(n, 0),
         src=full(n, NO_ID),
         dst=full(n, NO_ID),
@@ -125,6 +146,14 @@ def make_pd(
         aq_tail=full(r, NO_ID),
         heap_t=full(n, NEVER),
         heap_i=full(n, NO_ID),
+        lk_head=full(r, NO_ID),
+        lk_n=full(r, 0),
+        lk_t=full(r, 0),
+        lk_next=full(r, NEVER),
+        lk_min=full(r, NO_ID),
+        lk_v=np.zeros(r, dtype=np.float64),
+        x_next=full(n, NO_ID),
+        tag=np.zeros(n, dtype=np.float64),
     )
 
 
@@ -205,9 +234,114 @@ def pd_next_ns_nb(pd):
     Mutates: nothing.
     Returns: int64 ns (NEVER when none).
     """
-    if pd.ctl[PD_HEAP_N] == 0:
-        return NEVER
-    return pd.heap_t[0]
+    t = pd.heap_t[0] if pd.ctl[PD_HEAP_N] > 0 else NEVER
+    if pd.ctl[PD_LINK_NEXT] < t:
+        t = pd.ctl[PD_LINK_NEXT]
+    return t
+
+
+# ---- fair-share links: processor sharing, each link one prefill replica's egress ----
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _link_advance_nb(pd, s, now_ns):
+    """Bring link s to now: each active transfer has sent bandwidth / n bytes per ns since
+    the link's last update.
+
+    Mutates: pd.lk_v, pd.lk_t.
+    Returns: nothing.
+    """
+    if pd.lk_n[s] > 0:
+        pd.lk_v[s] += (now_ns - pd.lk_t[s]) * pd.link[0] / pd.lk_n[s]
+    pd.lk_t[s] = now_ns
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _link_plan_nb(pd, s):
+    """Link s's next last byte: its transfer with the smallest tag (ties to the lowest
+    request id), at the link's last update + the bytes it has left * n / bandwidth; then the
+    earliest over all links.
+
+    Mutates: pd.lk_next, pd.lk_min, pd.ctl[PD_LINK_NEXT].
+    Returns: nothing.
+    """
+    best = NO_ID
+    i = pd.lk_head[s]
+    while i != NO_ID:
+        if best == NO_ID or pd.tag[i] < pd.tag[best] or (pd.tag[i] == pd.tag[best] and i < best):
+            best = i
+        i = pd.x_next[i]
+    pd.lk_min[s] = best
+    if best == NO_ID:
+        pd.lk_next[s] = NEVER
+    else:
+        left = max(0.0, pd.tag[best] - pd.lk_v[s])
+        pd.lk_next[s] = pd.lk_t[s] + np.int64(round(left * pd.lk_n[s] / pd.link[0]))
+    t = NEVER
+    for k in range(pd.prefill_ids.shape[0]):
+        if pd.lk_next[pd.prefill_ids[k]] < t:
+            t = pd.lk_next[pd.prefill_ids[k]]
+    pd.ctl[PD_LINK_NEXT] = t
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _link_add_nb(pd, s, i, nbytes, now_ns):
+    """Request i's transfer of nbytes starts sending on link s at now.
+
+    Mutates: pd.lk_*, pd.x_next, pd.tag, pd.ctl[PD_LINK_NEXT].
+    Returns: nothing.
+    """
+    _link_advance_nb(pd, s, now_ns)
+    pd.tag[i] = pd.lk_v[s] + nbytes
+    pd.x_next[i] = pd.lk_head[s]
+    pd.lk_head[s] = i
+    pd.lk_n[s] += 1
+    _link_plan_nb(pd, s)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def pd_link_due_nb(pd, now_ns):
+    """Whether a last byte leaves a fair-share link at now (before transfer ends at now).
+
+    Mutates: nothing.
+    Returns: bool.
+    """
+    return pd.ctl[PD_LINK_NEXT] == now_ns
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def pd_link_done_nb(pd, now_ns):
+    """The last byte of one transfer leaves its link at now (the lowest link id of those
+    due): the link's other transfers share the bandwidth from now, and the transfer ends the
+    latency later.
+
+    Mutates: pd.lk_*, pd.x_next, pd.end_ns, pd.heap_*, pd.ctl.
+    Returns: the request.
+    """
+    s = NO_ID
+    for k in range(pd.prefill_ids.shape[0]):
+        if pd.lk_next[pd.prefill_ids[k]] == now_ns:
+            s = pd.prefill_ids[k]
+            break
+    i = pd.lk_min[s]
+    prev = NO_ID
+    j = pd.lk_head[s]
+    while j != i:
+        prev = j
+        j = pd.x_next[j]
+    if prev == NO_ID:
+        pd.lk_head[s] = pd.x_next[i]
+    else:
+        pd.x_next[prev] = pd.x_next[i]
+    pd.x_next[i] = NO_ID
+    pd.lk_n[s] -= 1
+    pd.lk_v[s] = pd.tag[i] if pd.lk_n[s] > 0 else 0.0
+    pd.lk_t[s] = now_ns
+    end = now_ns + np.int64(round(pd.link[1]))
+    pd.end_ns[i] = end
+    _heap_push_nb(pd, end, i)
+    _link_plan_nb(pd, s)
+    return i
 
 
 # ---- routing ----
@@ -286,11 +420,14 @@ def _start_transfer_nb(reps, reqs, pd, i, now_ns):
     if reps.alloc_blocks[d] > reps.kv_peak[d]:
         reps.kv_peak[d] = reps.alloc_blocks[d]
     nbytes = reqs.prompt[i] * pd.tok_bytes[pd.src[i]]
-    dur = np.int64(round(pd.link[1])) + np.int64(round(nbytes / pd.link[0]))
     pd.nbytes[i] = np.int64(round(nbytes))
     pd.start_ns[i] = now_ns
-    pd.end_ns[i] = now_ns + dur
     pd.ctl[PD_STARTED] += 1
+    if pd.link[2] == CONTENTION_FAIR_SHARE:
+        _link_add_nb(pd, pd.src[i], i, nbytes, now_ns)
+        return
+    dur = np.int64(round(pd.link[1])) + np.int64(round(nbytes / pd.link[0]))
+    pd.end_ns[i] = now_ns + dur
     _heap_push_nb(pd, now_ns + dur, i)
 
 

@@ -31,6 +31,8 @@ from vidur_fast.kernels.codes import (
 )
 from vidur_fast.kernels.dtypes import NO_ID, NS_PER_S
 from vidur_fast.kernels.pd import (
+    CONTENTION_FAIR_SHARE,
+    CONTENTION_NONE,
     DECIDE_ALWAYS,
     DECIDE_NEVER,
     DECIDE_UNCACHED_ABOVE,
@@ -223,9 +225,12 @@ def _pd_setup(cfg: SimConfig, pools: list[_Pool], model):
         role += [_ROLE_CODES[pool.role]] * c.num_replicas
         tok_bytes += [float(per_gpu * c.tp * c.pp)] * c.num_replicas
     link = {"bandwidth_gbps": float(bw), "latency_us": float(lat)}
+    share = CONTENTION_FAIR_SHARE if x.contention == "fair_share" else CONTENTION_NONE
+    if share == CONTENTION_FAIR_SHARE:
+        link["contention"] = x.contention
     decide = _DECIDERS[cfg.cluster.pd_decider]
     above = int(cfg.cluster.pd_uncached_tokens_above)
-    return link, lambda n: make_pd(role, tok_bytes, float(bw), float(lat), n, decide, above)
+    return link, lambda n: make_pd(role, tok_bytes, float(bw), float(lat), n, decide, above, share)
 
 
 def _pool_summaries(cfg, pools, req, replicas, sim_time_s, queued=None) -> list[dict]:

@@ -18,6 +18,8 @@ from vidur_fast.kernels.codes import (
 )
 from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_S
 from vidur_fast.kernels.pd import (
+    CONTENTION_FAIR_SHARE,
+    CONTENTION_NONE,
     DECIDE_ALWAYS,
     DECIDE_NEVER,
     DECIDE_UNCACHED_ABOVE,
@@ -464,7 +466,7 @@ def test_v1_pools_equal_reference(config, seed):
 # engine's PDState against the reference's PD flow ----
 
 
-def run_pd(case, sp, grids, tp, rng):
+def run_pd(case, sp, grids, tp, rng, contention="none"):
     sp = sp._replace(
         router=int(rng.choice([RouterPolicy.LOR, RouterPolicy.ROUND_ROBIN])), async_scheduling=0
     )
@@ -497,6 +499,7 @@ def run_pd(case, sp, grids, tp, rng):
     bw, lat = float(rng.choice([50.0, 7.3])), float(rng.choice([0.0, 3.0, 12.5]))
     codes = [{"prefill": ROLE_PREFILL, "decode": ROLE_DECODE}.get(x, ROLE_MIXED) for x in rep_roles]
     decide = {"always": DECIDE_ALWAYS, "never": DECIDE_NEVER}.get(decider, DECIDE_UNCACHED_ABOVE)
+    share = CONTENTION_FAIR_SHARE if contention == "fair_share" else CONTENTION_NONE
     n = len(case.arrival_s)
     out = run_engine(
         case.arrival_s,
@@ -510,7 +513,7 @@ def run_pd(case, sp, grids, tp, rng):
         sp_all,
         case.u_route,
         pools=pools,
-        pd_setup=lambda k: make_pd(codes, rep_tok, bw, lat, k, decide, threshold),
+        pd_setup=lambda k: make_pd(codes, rep_tok, bw, lat, k, decide, threshold, share),
     )
     held = out.disagg.src != NO_ID
     out.reqs.orig_decode[held] = out.disagg.real_decode[held]
@@ -526,7 +529,7 @@ def run_pd(case, sp, grids, tp, rng):
         rejected=case.rejected,
         session=case.session,
         replica_params=[per_pool[q] for q in rep_pool],
-        pd=PD(rep_roles, rep_tok, bw, lat, decider, threshold),
+        pd=PD(rep_roles, rep_tok, bw, lat, decider, threshold, contention),
     )
     return out, ref, sp_all, [per_pool[q][0] for q in rep_pool]
 
@@ -554,3 +557,31 @@ def test_v1_pd_cases_queue_for_decode_kv():
         waited += int(out.disagg.waited.sum())
         mixed += int((out.disagg.src == NO_ID).sum())
     assert waited > 0 and mixed > 0
+
+
+@pytest.mark.parametrize("seed", range(PD_CASES))
+def test_v1_pd_fair_share_equal_reference(seed):
+    """Fair-share links: the engine's processor sharing against the reference's."""
+    case, sp, grids, tp = random_v1_case(False, False, seed)
+    rng = np.random.default_rng([9, seed])
+    out, ref, sp_all, rep_params = run_pd(case, sp, grids, tp, rng, "fair_share")
+    assert_same_on_pools(out, ref, sp_all, rep_params)
+    started = out.disagg.start_ns != NEVER
+    assert started.sum() == sum(1 for q in ref.requests if getattr(q, "dst", None) is not None)
+
+
+def test_v1_pd_fair_share_cases_share_a_link():
+    """Some fair-share cases have transfers that overlap on a link: they last longer than
+    latency + bytes / bandwidth (none shorter, but for a nanosecond of rounding)."""
+    longer = 0
+    for seed in range(PD_CASES):
+        case, sp, grids, tp = random_v1_case(False, False, seed)
+        out, *_ = run_pd(case, sp, grids, tp, np.random.default_rng([9, seed]), "fair_share")
+        x = out.disagg
+        ok = np.flatnonzero(x.start_ns != NEVER)
+        nbytes = case.prompt[ok] * x.tok_bytes[x.src[ok]]
+        alone = np.array([round(x.link[1]) + round(b / x.link[0]) for b in nbytes])
+        dur = x.end_ns[ok] - x.start_ns[ok]
+        assert (dur >= alone - 1).all()
+        longer += int((dur > alone).sum())
+    assert longer > 0

@@ -20,7 +20,10 @@ and no earlier hand-off waits there (else a FIFO served after the replica's batc
 its transfer (latency + bytes / bandwidth) starts. Transfer ends come before arrivals and
 replica events at the same time (equal ends by request id): the prefill replica frees the
 request's blocks and the request joins the decode replica's running list (or a FIFO while
-that list is full, served at its batch ends before the reservations).
+that list is full, served at its batch ends before the reservations). With fair_share
+contention the transfers leaving one prefill replica share its bandwidth equally (processor
+sharing): a transfer's last byte leaves when the bytes it was owed are sent, it ends the
+latency later; last bytes come before transfer ends at the same time (lowest link first).
 """
 
 from collections import deque
@@ -181,6 +184,7 @@ class PD:
     latency_us: float
     decider: str = "always"  # or never, uncached_tokens_above (threshold: prompt tokens)
     threshold: int = 0
+    contention: str = "none"  # or fair_share: one link per prefill replica, shared equally
 
 
 class PDFlow:
@@ -199,6 +203,9 @@ class PDFlow:
         self.transfers = []  # (end ns, request)
         self.reserve_q = [deque() for _ in pd.roles]
         self.arrived_q = [deque() for _ in pd.roles]
+        # fair share, per prefill replica: [virtual time (bytes sent by each active transfer),
+        # time of last update, {request id: (virtual time of its last byte, request)}]
+        self.links = {r: [0.0, 0, {}] for r in self.pre}
 
     def _pick(self, ids, k):
         if not self.lor:
@@ -240,16 +247,57 @@ class PDFlow:
     def _start(self, req, now_ns):
         self.reps[req.dst].sched.pool.allocate(req.rid, req.need)
         nbytes = req.prompt * self.pd.tok_bytes[req.src]
+        if self.pd.contention == "fair_share":
+            link = self.links[req.src]
+            self._advance(link, now_ns)
+            link[2][req.rid] = (link[0] + nbytes, req)
+            return
         dur = round(self.pd.latency_us * 1000.0) + round(nbytes / self.pd.bandwidth_gbps)
         self.transfers.append((now_ns + dur, req.rid, req))
 
+    def _advance(self, link, now_ns):
+        if link[2]:
+            link[0] += (now_ns - link[1]) * self.pd.bandwidth_gbps / len(link[2])
+        link[1] = now_ns
+
+    def _last_byte(self, link):
+        """(time, request id) of the link's next last byte, or None when it is idle."""
+        if not link[2]:
+            return None
+        rid = min(link[2], key=lambda k: (link[2][k][0], k))
+        left = max(0.0, link[2][rid][0] - link[0])
+        return link[1] + round(left * len(link[2]) / self.pd.bandwidth_gbps), rid
+
+    def _due_link(self):
+        """(time, link) of the earliest last byte over the links (lowest link first)."""
+        best = None
+        for r in self.pre:
+            x = self._last_byte(self.links[r])
+            if x is not None and (best is None or x[0] < best[0]):
+                best = (x[0], r)
+        return best
+
     def next_end(self):
-        return min((t, i) for t, i, _ in self.transfers)[0] if self.transfers else INF
+        t = min((t, i) for t, i, _ in self.transfers)[0] if self.transfers else INF
+        due = self._due_link()
+        return min(t, due[0]) if due is not None else t
+
+    def _link_done(self, r, now_ns):
+        link = self.links[r]
+        _, rid = self._last_byte(link)
+        tag, req = link[2].pop(rid)
+        link[0] = tag if link[2] else 0.0
+        link[1] = now_ns
+        self.transfers.append((now_ns + round(self.pd.latency_us * 1000.0), req.rid, req))
 
     def _enter(self, rep, req):
         rep.sched.running.append(req)
 
     def transfer_end(self, now_ns):
+        due = self._due_link()
+        if due is not None and due[0] == now_ns:
+            self._link_done(due[1], now_ns)
+            return
         k = min(range(len(self.transfers)), key=lambda j: self.transfers[j][:2])
         _, _, req = self.transfers.pop(k)
         self.reps[req.src].sched.pool.release(req.rid)

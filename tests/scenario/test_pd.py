@@ -29,7 +29,7 @@ def _pools(decode_blocks=None, n_decode=1):
     return [{"device": "h100", "num_replicas": 1, "role": "prefill"}, dec]
 
 
-def _cfg(pools, n=1, decode=2, router="lor", **cluster) -> SimConfig:
+def _cfg(pools, n=1, decode=2, router="lor", intervals="StaticIntervals", **cluster) -> SimConfig:
     return build_dataclass(
         SimConfig,
         {
@@ -46,7 +46,7 @@ def _cfg(pools, n=1, decode=2, router="lor", **cluster) -> SimConfig:
                     "prefill_tokens": PROMPT,
                     "decode_tokens": decode,
                 },
-                "intervals": "StaticIntervals",
+                "intervals": intervals,
                 "ingest_ms": 0.0,
             },
         },
@@ -106,6 +106,49 @@ def test_kv_transfer_override():
     res = simulate(_cfg(_pools(), kv_transfer={"bandwidth_gbps": 10.0, "latency_us": 0.0}))
     nbytes = res.summary["pd"]["bytes_moved"]
     assert round(res.summary["pd"]["transfer_time_p50_s"] * 1e9) == round(nbytes / 10.0)
+
+
+@pytest.mark.parametrize("contention", ["none", "fair_share"])
+def test_two_transfers_overlap_on_the_prefill_link_to_the_ns(contention):
+    """Two 700-token prompts 10 ms apart over a 1 GB/s link (1 byte per ns) with 5 us of
+    latency: B = 91,750,400 bytes each. The first transfer starts at the first prefill's end
+    t0, the second at the second prefill's end t1, while the first still sends. Without
+    contention each ends at its start + 5,000 + B. With fair share the first has sent
+    t1 - t0 bytes alone, then both send at half the bandwidth: its R = B - (t1 - t0) bytes
+    left take 2R, so it ends at t1 + 2R + 5,000; the second has B - R left at full bandwidth
+    and ends at t1 + 2R + (B - R) + 5,000 = t1 + B + R + 5,000."""
+    link = {"bandwidth_gbps": 1.0, "latency_us": 5.0, "contention": contention}
+    res = simulate(
+        _cfg(_pools(), n=2, intervals={"type": "UniformIntervals", "qps": 100.0}, kv_transfer=link)
+    )
+    b = res.batch_log.frame_ns()
+    pre = b[b["replica"] == 0]
+    assert len(pre) == 2
+    t0, t1 = (int(x) for x in pre["end_ns"])
+    nbytes = PROMPT * kv_bytes_per_token(get_model(res.config.cluster.model), 1, 32)
+    assert nbytes == 91_750_400 and 0 < t1 - t0 < nbytes
+    r = res.requests
+    start = [round(x * 1e9) for x in r["kv_transfer_start_at"]]
+    end = [round(x * 1e9) for x in r["kv_transfer_end_at"]]
+    assert start == [t0, t1]
+    if contention == "none":
+        assert end == [t0 + nbytes + 5000, t1 + nbytes + 5000]
+    else:
+        left = nbytes - (t1 - t0)
+        assert end == [t1 + 2 * left + 5000, t1 + nbytes + left + 5000]
+        assert res.summary["pd"]["contention"] == "fair_share"
+    # the decode side runs each request's first step when its transfer ends
+    dec = b[b["replica"] == 1]
+    assert int(dec["start_ns"].iloc[0]) == end[0]
+    assert r["completed"].all()
+
+
+def test_fair_share_alone_on_the_link_equals_no_contention():
+    """A transfer alone on its link takes latency + bytes / bandwidth under either model."""
+    a = simulate(_cfg(_pools()))
+    b = simulate(_cfg(_pools(), kv_transfer={"contention": "fair_share"}))
+    assert a.requests.equals(b.requests)
+    assert a.batch_log.frame_ns().equals(b.batch_log.frame_ns())
 
 
 def test_decode_kv_reservation_queues_until_blocks_free():
@@ -189,6 +232,12 @@ BAD = {
         {"kv_transfer": {"latency_us": -1}},
         SCHED,
         "cluster.kv_transfer.latency_us",
+    ),
+    "contention_unknown": (
+        _pools(),
+        {"kv_transfer": {"contention": "max_min"}},
+        SCHED,
+        "cluster.kv_transfer.contention",
     ),
     "decider_never_without_mixed": (
         _pools(),

@@ -312,6 +312,7 @@ POOL_SCHEDULER_FIELDS = (
 
 
 PD_DECIDERS = ("always", "never", "uncached_tokens_above")
+KV_CONTENTION = ("none", "fair_share")
 
 
 @dataclass(frozen=True)
@@ -323,6 +324,10 @@ class KVTransferConfig:
     inter_node_bandwidth_gbps."""
     latency_us: float | None = None
     """Fixed cost of a transfer; None = the prefill pool's node's p2p_latency_us."""
+    contention: str = "none"
+    """none: every transfer has the whole bandwidth; fair_share: the link is the prefill
+    replica's egress (its node's NIC) and the transfers leaving one prefill replica share its
+    bandwidth equally while they overlap (processor sharing; the latency is not shared)."""
 
 
 # the ClusterConfig fields a pool sets for itself (cluster.pools replaces them)

@@ -16,6 +16,7 @@ from vidur_fast.catalog import default_node_for, get_device, get_model, get_node
 from vidur_fast.catalog.arch import moe_parallel
 from vidur_fast.config.predictor import PredictorConfig
 from vidur_fast.config.sim import (
+    KV_CONTENTION,
     PD_DECIDERS,
     POOL_FIELDS,
     POOL_ROLES,
@@ -204,6 +205,11 @@ def validate_pd(cfg: SimConfig) -> None:
         raise ConfigError(
             f"cluster.pd_decider: {c.pd_decider} sends requests to mixed pools; the cluster "
             "has none"
+        )
+    if x.contention not in KV_CONTENTION:
+        raise ConfigError(
+            f"cluster.kv_transfer.contention: unknown model {x.contention!r}; one of "
+            f"{', '.join(KV_CONTENTION)}"
         )
     for name in ("bandwidth_gbps", "latency_us"):
         v = getattr(x, name)
