@@ -643,18 +643,3 @@ def test_bad_pools_one_line_exit_2(case, tmp_path, monkeypatch, capsys):
     code, err = run_cli(["--output.dir", str(out_root / "run"), *FAST, *args], capsys)
     _assert_one_error_line(code, err, needle)
     assert not out_root.exists()
-
-
-@pytest.mark.parametrize("cmd", ["sweep", "capacity"])
-@pytest.mark.parametrize("where", ["base", "grid"])
-def test_sweep_over_pools_is_refused(cmd, where, tmp_path, capsys):
-    pools = [{"device": "h100"}, {"device": "a100"}]
-    spec = {"base": {"cluster": {"pools": pools}}, "grid": {"seed": [1, 2]}}
-    if where == "grid":
-        spec = {"grid": {"cluster.pools": [pools]}}
-    path = tmp_path / "sweep.json"
-    path.write_text(json.dumps(spec))
-    out = tmp_path / "out"
-    code, err = run_cli([cmd, str(path), "--out", str(out), "--quiet"], capsys)
-    _assert_one_error_line(code, err, "cluster.pools: sweeps and capacity searches")
-    assert not out.exists()
