@@ -36,6 +36,18 @@ class MoECampaign(Campaign):
     it replay piecewise CUDA graphs (predictor.graph_max_tokens; 0 = not stated)."""
 
 
+# What every InferenceX MoE server and client of the sweep ran: benchmark_serving.py drawing
+# lengths from [0.8 L, L], 10 requests per client, greedy requests (its OpenAI request functions
+# send "temperature": 0.0); no prefix caching; async scheduling, vLLM's default from 0.12 on.
+INFERENCEX_CLIENT = dict(
+    length_range_ratio=0.8,
+    requests_per_client=10,
+    prefix_caching=False,
+    prompts_repeat=False,
+    async_scheduling=True,
+    greedy=True,
+)
+
 MOE_CAMPAIGNS: tuple[Campaign, ...] = (
     Campaign(
         name="inferencex-moe-c512",
@@ -57,13 +69,7 @@ MOE_CAMPAIGNS: tuple[Campaign, ...] = (
             "KV cache); client benchmark_serving.py --random-range-ratio 0.8 --num-prompts "
             "10*CONC"
         ),
-        length_range_ratio=0.8,
-        requests_per_client=10,
-        prefix_caching=False,
-        prompts_repeat=False,
-        async_scheduling=True,  # vLLM's default from 0.12 on
-        # benchmark_serving.py's OpenAI request functions send "temperature": 0.0
-        greedy=True,
+        **INFERENCEX_CLIENT,
         moe_kernel="marlin",
         # the scripts' config.yaml: max-cudagraph-capture-size 2048
         graph_capture_max_tokens=2048,
@@ -81,12 +87,7 @@ MOE_CAMPAIGNS: tuple[Campaign, ...] = (
             "--max-num-seqs CONC, async scheduling on by default, no prefix caching, bf16 KV "
             "cache); client benchmark_serving.py --random-range-ratio 0.8 --num-prompts 10*CONC"
         ),
-        length_range_ratio=0.8,
-        requests_per_client=10,
-        prefix_caching=False,
-        prompts_repeat=False,
-        async_scheduling=True,  # vLLM's default from 0.12 on
-        greedy=True,
+        **INFERENCEX_CLIENT,
         # --max-num-seqs CONC: vLLM >= 0.11 captures graphs up to min(2 x max_num_seqs, 512)
         mixed_graph_tokens_per_client=2,
         models=("moonshotai/Kimi-K2.5",),
@@ -104,13 +105,7 @@ MOE_CAMPAIGNS: tuple[Campaign, ...] = (
             "async scheduling on by default, no prefix caching, bf16 KV cache); client "
             "benchmark_serving.py --random-range-ratio 0.8 --num-prompts 10*CONC"
         ),
-        length_range_ratio=0.8,
-        requests_per_client=10,
-        prefix_caching=False,
-        prompts_repeat=False,
-        async_scheduling=True,  # vLLM's default from 0.12 on
-        # benchmark_serving.py's OpenAI request functions send "temperature": 0.0
-        greedy=True,
+        **INFERENCEX_CLIENT,
     ),
 )
 
