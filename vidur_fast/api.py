@@ -107,7 +107,7 @@ def batch_fill(req, busy_ns, scheduler) -> dict:
     weighted by the batch's time on the GPU: the requests' summed execution time over the
     replicas' busy time) and that mean against the scheduler's sequence cap."""
     busy_s = float(np.sum(busy_ns)) / NS_PER_S
-    ran = np.nansum(req["request_execution_time"].to_numpy())
+    ran = np.nansum(np.asarray(req["request_execution_time"]))
     mean = float(ran / busy_s) if busy_s > 0 else 0.0
     cap = getattr(scheduler, "max_num_seqs", None) or getattr(scheduler, "batch_size_cap", None)
     return {
@@ -369,7 +369,7 @@ def simulate(
     # disaggregated: a request queues on its prefill replica and completes on its decode one
     queued = None
     if out.disagg is not None:
-        ids = in_window.index.to_numpy()
+        ids = np.asarray(in_window.index)
         src = out.disagg.src[ids]
         queued = np.where(src != NO_ID, src, out.reqs.replica[ids])
     summary["pools"] = _pool_summaries(cfg, pools, in_window, replicas, sim_time_s, queued)
@@ -381,7 +381,7 @@ def simulate(
             1000.0 * summary["cost_usd"] / n_done if n_done else None
         )
     if out.disagg is not None:
-        summary["pd"] = pd_summary(out.disagg, out.reqs, pd_link, in_window.index.to_numpy())
+        summary["pd"] = pd_summary(out.disagg, out.reqs, pd_link, np.asarray(in_window.index))
     summary["num_blocks_per_replica"] = int(setup.params.usable_blocks)
     summary.update(batch_fill(req, out.reps.busy_ns, cfg.scheduler))
     summary["rejected_by_reason"] = rejection_report(rejected, setup, cfg)

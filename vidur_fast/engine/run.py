@@ -6,7 +6,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from vidur_fast.engine.batch_store import BatchStore
 from vidur_fast.engine.state import (
@@ -64,8 +63,9 @@ class EngineOutput:
     """Prefill/decode disaggregation state (kernels/pd.py); None without PD pools."""
 
     @property
-    def batches(self) -> pd.DataFrame:
-        """Every batch record in kernel units (int64 ns), read from the batch store."""
+    def batches(self):
+        """Every batch record in kernel units (int64 ns), read from the batch store (a
+        pandas DataFrame)."""
         return self.batch_log.frame_ns()
 
 

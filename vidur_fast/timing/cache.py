@@ -8,6 +8,8 @@ os.replace, so readers only ever see a complete file; the sidecar is written las
 the commit mark. No pickle anywhere (np.load(allow_pickle=False)).
 """
 
+from __future__ import annotations
+
 import hashlib
 import json
 import os
@@ -15,14 +17,17 @@ import tempfile
 import zipfile
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from vidur_fast.config.predictor import PredictorConfig
 from vidur_fast.errors import ConfigError
 from vidur_fast.timing.grids import GRID_FIELDS
 from vidur_fast.timing.samples import OperatorSamples
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 GRID_FORMAT_VERSION = 1
 # Settings that change grid values; overheads applied at run time (TimingParams) are not here.

@@ -5,6 +5,8 @@ JSON hash lists into one flat array. Every problem becomes a one-line TraceError
 file, the 1-based data row and the column.
 """
 
+from __future__ import annotations
+
 import contextlib
 import csv
 import dataclasses
@@ -20,9 +22,9 @@ import warnings
 from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from vidur_fast.errors import TraceError
 from vidur_fast.kernels.dtypes import NO_ID
@@ -35,6 +37,9 @@ from vidur_fast.workload.columns import (
     parse_json_lists,
     require_columns,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 FORMATS = ("vidur", "mooncake", "azure")
 # (prompt column, output column) per format, for error messages about lengths.
@@ -178,6 +183,8 @@ def _read_csv(
     """The columns usecols of a CSV trace. Every row is checked against the header: a row
     with more fields than the header has columns is an error naming the row (pandas would
     shift the row's values into other columns, or drop the surplus, without a word)."""
+    import pandas as pd
+
     try:
         compression = "gzip" if _is_gzip(path) else None
         with warnings.catch_warnings(record=True) as caught:
@@ -227,6 +234,8 @@ def _csv_columns(path: str) -> list[str]:
 
 
 def _read_csv_header(path: str) -> list[str]:
+    import pandas as pd
+
     try:
         compression = "gzip" if _is_gzip(path) else None
         with warnings.catch_warnings():
@@ -340,6 +349,8 @@ def _vidur_block_ids(
 def _read_mooncake(
     path: str, need_arrivals: bool, need_hashes: bool, max_rows: int | None
 ) -> TraceData:
+    import pandas as pd
+
     lines = _read_text(path).splitlines()
     line_no = np.flatnonzero([bool(s.strip()) for s in lines]) + 1
     if max_rows is not None:
@@ -421,6 +432,8 @@ def _raise_bad_json_line(lines: list[str], loc: RowLocator) -> None:
 
 
 def _read_azure(path: str, need_arrivals: bool, max_rows: int | None) -> TraceData:
+    import pandas as pd
+
     loc = RowLocator(path)
     columns = _csv_columns(path)
     required = (["TIMESTAMP"] if need_arrivals else []) + ["ContextTokens", "GeneratedTokens"]
