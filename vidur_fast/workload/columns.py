@@ -68,6 +68,13 @@ def numeric_column(
     i = _first(np.isnan(values))
     if i is not None:
         raise loc.error(i, column, f"not a number (got {_short(series.iloc[i])})")
+    return checked_numbers(values, column, loc, must_be=must_be)
+
+
+def checked_numbers(
+    values: np.ndarray, column: str, loc: RowLocator, *, must_be: str | None = "> 0"
+) -> np.ndarray:
+    """numeric_column's checks of float64 values already parsed (none missing or NaN)."""
     i = _first(~np.isfinite(values))
     if i is not None:
         raise loc.error(i, column, f"must be finite (got {values[i]})")

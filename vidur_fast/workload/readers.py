@@ -19,6 +19,7 @@ import shutil
 import stat
 import tempfile
 import warnings
+import zlib
 from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ from vidur_fast.kernels.dtypes import NO_ID
 from vidur_fast.workload.columns import (
     RowLocator,
     check_sorted,
+    checked_numbers,
     integer_column,
     lists_to_csr,
     numeric_column,
@@ -214,6 +216,52 @@ def _read_csv(
     return df
 
 
+# every byte a plain numeric CSV's data rows may hold (see _plain_csv)
+_PLAIN_BYTES = b"0123456789.,\n"
+
+
+def _plain_csv(path: str, max_rows: int | None) -> tuple[list[str], np.ndarray] | None:
+    """(header names, data rows as a 2-D float64 array) of a CSV made of a header and rows of
+    unsigned decimal numbers only (no quotes, signs, exponents, spaces, blank lines or empty
+    fields), parsed by numpy without pandas (its import is most of a small run's start-up);
+    None for any other file, which _read_csv then reads, with its row-exact errors. Both
+    parsers read a decimal as the nearest double, so the values are the same."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+        if raw[:2] == _GZIP_MAGIC:
+            raw = gzip.decompress(raw)
+    except (OSError, EOFError, zlib.error):
+        return None
+    head, sep, body = raw.partition(b"\n")
+    if not sep or not body or body.translate(None, _PLAIN_BYTES) or b"\n\n" in body:
+        return None
+    if b'"' in head or b"\r" in head or head.startswith(b"\xef\xbb\xbf"):
+        return None
+    try:
+        names = head.decode("utf-8").split(",")
+    except UnicodeDecodeError:
+        return None
+    if any(not n.strip() for n in names) or len({n.strip() for n in names}) < len(names):
+        return None  # unnamed or repeated columns: the pandas reader's errors
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no data rows: a warning, not an empty array
+            rows = np.loadtxt(
+                io.StringIO(body.decode("ascii")),
+                delimiter=",",
+                dtype=np.float64,
+                comments=None,
+                ndmin=2,
+                max_rows=max_rows,
+            )
+    except (ValueError, UserWarning):
+        return None
+    if rows.shape[0] == 0 or rows.shape[1] != len(names):
+        return None
+    return names, rows
+
+
 def _csv_columns(path: str) -> list[str]:
     """The header's column names as written; a name given twice is an error (pandas would
     rename the second one and the reader would use the first without a word)."""
@@ -295,7 +343,8 @@ def _read_vidur(
     path: str, need_arrivals: bool, need_hashes: bool, max_rows: int | None
 ) -> TraceData:
     loc = RowLocator(path)
-    columns = _csv_columns(path)
+    plain = _plain_csv(path, max_rows)
+    columns = _csv_columns(path) if plain is None else plain[0]
     required = (["arrived_at"] if need_arrivals else []) + [
         "num_prefill_tokens",
         "num_decode_tokens",
@@ -306,6 +355,19 @@ def _read_vidur(
         raise loc.file_error("missing column block_size (needed with block_hash_ids)")
     optional = ["session_id"] if "session_id" in columns else []
     optional += ["block_hash_ids", "block_size"] if with_hashes else []
+    if plain is not None and not optional:  # numbers only: no pandas
+        names, rows = plain
+
+        def col(name: str, must_be: str = "> 0") -> np.ndarray:
+            values = np.ascontiguousarray(rows[:, names.index(name)])
+            return checked_numbers(values, name, loc, must_be=must_be)
+
+        prompt, decode = col("num_prefill_tokens"), col("num_decode_tokens")
+        arrival = None
+        if need_arrivals:
+            arrival = col("arrived_at", must_be=">= 0")
+            check_sorted(arrival, "arrived_at", loc)
+        return TraceData(path, "vidur", prompt, decode, arrival, None, None, np.arange(len(rows)))
     df = _read_csv(path, required + optional, max_rows, dtype={"block_hash_ids": str})
     _require_rows(len(df), loc)
 
