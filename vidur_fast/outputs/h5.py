@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -50,15 +49,14 @@ from vidur_fast.outputs.timeseries import (
     replica_timeseries,
     running_hit_rate,
 )
+from vidur_fast.timing.input_memo import package_version
 
 PACKAGES = ("numpy", "numba", "pandas", "scikit-learn", "h5py", "aiconfigurator-core")
 
 
 def _package_version(name: str) -> str:
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return "not installed"
+    found = package_version(name)
+    return "not installed" if found is None else found
 
 
 def data_versions(timing_meta: dict) -> dict:
