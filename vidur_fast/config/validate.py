@@ -38,6 +38,7 @@ from vidur_fast.config.sim import (
     VllmV1Scheduler,
     cluster_pools,
     pool_cluster,
+    pool_predictor,
 )
 from vidur_fast.config.validate_workload import validate_workload
 from vidur_fast.errors import ConfigError, UserError
@@ -60,7 +61,7 @@ def validate_config(cfg: SimConfig) -> None:
         c = pool_cluster(cfg.cluster, pool)
         with pool_errors(cfg.cluster, k):
             validate_cluster(c)
-            validate_expert_parallelism(c, cfg.predictor)
+            validate_expert_parallelism(c, pool_predictor(cfg.predictor, pool))
             validate_scheduler(pool.scheduler or cfg.scheduler, c)
     validate_router(cfg)
     validate_pd(cfg)

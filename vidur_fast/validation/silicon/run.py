@@ -15,7 +15,13 @@ import pandas as pd
 
 from vidur_fast.errors import ConfigError, UserError
 from vidur_fast.validation.bench_csv import BenchRow
-from vidur_fast.validation.run import ValidateConfig, aggregate, resolve_device, row_config
+from vidur_fast.validation.run import (
+    ValidateConfig,
+    aggregate,
+    pd_engine_settings,
+    resolve_device,
+    row_config,
+)
 from vidur_fast.validation.silicon.campaigns import (
     HOPPER_DEVICES,
     Campaign,
@@ -137,9 +143,10 @@ def simulate_silicon(cfg: SiliconValidateConfig, progress=None) -> pd.DataFrame:
 
 def _simulate(
     b: BenchRow, sim_cfg: ValidateConfig, camp: Campaign | None, tmp: Path, prompt_pool: int = 0
-) -> tuple[str, float, float]:
-    """(skip reason, simulated mean TTFT ms, mean TPOT ms) of one row, with the campaign's
-    stated settings when `camp` is given."""
+) -> tuple[str, float, float, tuple[str, ...]]:
+    """(skip reason, simulated mean TTFT ms, mean TPOT ms, scheduler settings turned off for
+    the prefill/decode flow) of one row, with the campaign's stated settings when `camp` is
+    given."""
     from vidur_fast.api import simulate
     from vidur_fast.config.workload import TraceLengths
 
@@ -183,14 +190,18 @@ def _simulate(
             cfg = replace(cfg, workload=replace(cfg.workload, lengths=lengths))
         if prompt_pool:
             cfg = replace(cfg, workload=replace(cfg.workload, prompt_pool=prompt_pool))
+        off: tuple[str, ...] = ()
+        if b.pd is not None:
+            cfg, off = pd_engine_settings(cfg)
         res = simulate(cfg)
     except UserError as exc:
-        return str(exc).splitlines()[0], math.nan, math.nan
+        return str(exc).splitlines()[0], math.nan, math.nan, ()
+    # the client's view, as the run's metrics define it (for PD too)
     cl = res.summary["closed_loop"]
     if cl["ttft"].get("count", 0) == 0:
-        return "no request completed in the measurement window", math.nan, math.nan
+        return "no request completed in the measurement window", math.nan, math.nan, off
     tpot = cl["tpot"].get("mean", math.nan) if cl["tpot"].get("count", 0) else math.nan
-    return "", 1e3 * cl["ttft"]["mean"], 1e3 * tpot
+    return "", 1e3 * cl["ttft"]["mean"], 1e3 * tpot, off
 
 
 def _simulate_rows(rows, cfg: SiliconValidateConfig, sim_cfg: ValidateConfig, tmp: Path, progress):
@@ -199,16 +210,18 @@ def _simulate_rows(rows, cfg: SiliconValidateConfig, sim_cfg: ValidateConfig, tm
         b = r.bench
         reason = _prefilter(r)
         sim_ttft = sim_tpot = math.nan
+        off: tuple[str, ...] = ()
         camp = campaign_for(r) or moe_campaign_for(r)
         if not reason and camp is not None and camp.held_out and cfg.campaign_facts:
             if not cfg.prompt_pool:
                 reason = f"held out: {camp.held_out}"
         if not reason:
-            reason, sim_ttft, sim_tpot = _simulate(
+            reason, sim_ttft, sim_tpot, off = _simulate(
                 b, sim_cfg, camp if cfg.campaign_facts else None, tmp, cfg.prompt_pool
             )
         phys = None
-        if not r.skipped and not is_moe(b.model):  # the check counts dense layers
+        # the check counts dense layers on one replica (not a prefill/decode split)
+        if not r.skipped and not is_moe(b.model) and b.pd is None:
             try:
                 device = resolve_device(b.device)
             except UserError:
@@ -222,6 +235,9 @@ def _simulate_rows(rows, cfg: SiliconValidateConfig, sim_cfg: ValidateConfig, tm
             "model": b.model,
             "system": b.device,
             "precision": r.precision,
+            "mode": b.mode,
+            "layout": b.pd.label() if b.pd is not None else "",
+            "pd_settings_off": ",".join(off),
             "campaign": r.campaign,
             "campaign_facts": camp.name if (camp and cfg.campaign_facts) else "",
             "measured": r.measured,
