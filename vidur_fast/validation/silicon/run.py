@@ -379,3 +379,58 @@ def _aggregate_lines(agg: dict) -> list[str]:
                 f"median APE {a['median_ape_pct']:.1f}%  max APE {a['max_ape_pct']:.1f}%"
             )
     return out
+
+
+def format_disagg(df: pd.DataFrame) -> str:
+    """The disaggregated rows: one line per simulated row (its prefill/decode layout, client
+    count, measured and simulated mean TTFT / TPOT, errors), then the rows not simulated,
+    counted per reason and system, then the aggregate."""
+    lines = []
+    ok = df[df["skipped"] == ""]
+    if len(ok):
+        lines.append(
+            f"{'row':>5} {'model':<26} {'system':<9} {'layout':<24} {'conc':>4} {'isl':>5} "
+            f"{'osl':>5} {'ttft meas':>9} {'sim':>8} {'err%':>7} {'tpot meas':>9} {'sim':>7} "
+            f"{'err%':>7}"
+        )
+        for r in ok.itertuples(index=False):
+            conc = f"{r.concurrency}{'' if r.concurrency_recorded else '*'}"
+            lines.append(
+                f"{r.row:>5} {r.model[:26]:<26} {r.system[:9]:<9} {r.layout[:24]:<24} "
+                f"{conc:>4} {r.isl:>5} {r.osl:>5} {r.measured_ttft_ms:>9.1f} "
+                f"{r.sim_ttft_ms:>8.1f} {r.ttft_err_pct:>+7.1f} {r.measured_tpot_ms:>9.2f} "
+                f"{r.sim_tpot_ms:>7.2f} {r.tpot_err_pct:>+7.1f}"
+            )
+        if not ok["concurrency_recorded"].astype(bool).all():
+            lines.append("* client count not recorded: decode_batch_size x decode workers")
+        off = sorted({s for v in ok["pd_settings_off"] for s in str(v).split(",") if s})
+        if off:
+            lines.append(
+                f"simulated with {' and '.join(off)} off (the prefill/decode flow refuses them)"
+            )
+    skipped = df[df["skipped"] != ""]
+    for (reason, system), g in skipped.groupby(["skipped", "system"], sort=True):
+        rows = g["row"].to_numpy()
+        which = (
+            f"row {rows[0]}" if len(rows) == 1 else f"{len(rows)} rows ({rows.min()}-{rows.max()})"
+        )
+        lines.append(f"not simulated: {which}, {system}: {reason}")
+    agg = aggregate(df)
+    lines.append(
+        f"rows {agg['rows']}: simulated {agg['simulated']}, not simulated {agg['skipped']}"
+    )
+    lines.extend(_aggregate_lines(agg))
+    return "\n".join(lines)
+
+
+def format_silicon(df: pd.DataFrame, per_row: bool = False) -> str:
+    """The report of `validate --silicon-sample`: the aggregated rows' groups, then the
+    disaggregated rows (format_disagg), each where the selection has some."""
+    parts = []
+    agg = df[df["mode"] != "disagg"]
+    dis = df[df["mode"] == "disagg"]
+    if len(agg):
+        parts.append(format_groups(agg, per_row=per_row))
+    if len(dis):
+        parts.append("Disaggregated rows (prefill and decode pools):\n" + format_disagg(dis))
+    return "\n\n".join(parts)
