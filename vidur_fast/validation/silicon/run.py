@@ -54,8 +54,8 @@ class SiliconValidateConfig:
     system: tuple[str, ...] = ()
     """Only rows of these systems (aiconfigurator names like h200_sxm or catalog names)."""
     max_rows_per_group: int = 0
-    """Simulate at most this many rows of each (model, system, precision) group, spread over
-    the group (0 = all)."""
+    """Simulate at most this many rows of each (model, system, precision, mode) group, spread
+    over the group (0 = all)."""
     out: str | None = None
     """Write the per-row results (with the physics columns) as CSV here."""
     campaign_facts: bool = True
@@ -98,7 +98,7 @@ def select_rows(rows: list[SiliconRow], cfg: SiliconValidateConfig) -> list[Sili
     if cfg.max_rows_per_group > 0:
         groups: dict[tuple, list[SiliconRow]] = {}
         for r in out:
-            groups.setdefault(group_key(r), []).append(r)
+            groups.setdefault((*group_key(r), r.bench.mode), []).append(r)
         keep = set()
         for g in groups.values():
             n = len(g)
