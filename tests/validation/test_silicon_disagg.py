@@ -133,3 +133,15 @@ def test_pool_expert_split_is_the_pools_own():
     dense = [{"device": "h100", "attention_dp": 2}]
     with pytest.raises(ConfigError, match="has no MoE layers"):
         simulate(_pool_cfg(dense, model="meta-llama/Meta-Llama-3-8B"))
+
+
+def test_cli_prints_the_disaggregated_section(capsys):
+    from vidur_fast.commands.main import main
+
+    rc = main(
+        ["validate", "--silicon-sample", "--mode", "disagg", "--system", "h100_sxm", "--quiet"]
+    )
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert out.startswith("Disaggregated rows (prefill and decode pools):")
+    assert "held out: client concurrency not recorded" in out and "rows 3: simulated 0" in out
