@@ -29,6 +29,8 @@ MOE_NAME = re.compile(
     r"deepseek-(v\d|r\d)|kimi-k\d|minimax-m\d|gpt-oss|mixtral|glm-[45]|-a\d+b\b|qwen3\.5-\d+b",
     re.IGNORECASE,
 )
+# the client count in a row's id (`..._1024x1024_c64_tp8_...`; `_c_` where none is recorded)
+ID_CONCURRENCY = re.compile(r"_c(\d+)(?:_|$)")
 # source keys that identify one measurement, not the campaign
 PER_ROW_KEYS = ("config_id", "silicon_concurrency", "gtl_task_id", "workflow_run_id", "measured")
 
@@ -240,6 +242,9 @@ def read_silicon_sample(path: str | Path | None = None) -> list[SiliconRow]:
         pp = _int(path, i, "pp_size", rec["pp_size"])
         batch = _int(path, i, "batch_size", rec["batch_size"])
         conc = _int(path, i, "silicon_data_source", src.get("silicon_concurrency"))
+        if conc is None:  # the id's `_c<N>_` field (it agrees with the source wherever both do)
+            stated_c = ID_CONCURRENCY.search(_str(rec["id"]))
+            conc = int(stated_c.group(1)) if stated_c and int(stated_c.group(1)) > 0 else None
         precision = (
             _str(rec["gemm_quant_mode"]) or _str(rec["precision"]) or stated_quantization(model)
         ).lower() or "bf16"
