@@ -625,13 +625,13 @@ POOL_CASES = {
         [{"device": "h100", "attention_dp": 2}],
         {},
         [],
-        "cluster.pools[0] (h100): predictor.attention_dp: meta-llama/Meta-Llama-3-8B has no MoE",
+        "cluster.pools[0].attention_dp: meta-llama/Meta-Llama-3-8B has no MoE",
     ),
     "pool_moe_ep_zero": (
         [{"device": "h100", "tp": 8, "moe_ep": 0}],
         {"model": "Qwen/Qwen3-235B-A22B-FP8"},
         [],
-        "cluster.pools[0] (h100): predictor.moe_ep/attention_dp: must be >= 1",
+        "cluster.pools[0].moe_ep/attention_dp: must be >= 1",
     ),
     # the profile directory has TP 1 rows only: pool 1 (TP 2) has no timing data
     "pool_tp_without_data": (

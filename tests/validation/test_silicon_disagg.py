@@ -131,7 +131,9 @@ def test_pool_expert_split_is_the_pools_own():
     with pytest.raises(ConfigError, match=r"cluster.pools\[0\] \(h100\): cluster: .* weights need"):
         simulate(_pool_cfg(pools))
     dense = [{"device": "h100", "attention_dp": 2}]
-    with pytest.raises(ConfigError, match="has no MoE layers"):
+    with pytest.raises(
+        ConfigError, match=r"^cluster.pools\[0\].attention_dp: .* has no MoE layers"
+    ):
         simulate(_pool_cfg(dense, model="meta-llama/Meta-Llama-3-8B"))
 
 

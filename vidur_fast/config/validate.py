@@ -280,6 +280,11 @@ def pool_errors(c: ClusterConfig, k: int):
         for f in (*POOL_FIELDS, "tp/pp"):
             if msg.startswith(f"cluster.{f}:"):
                 raise type(exc)(f"cluster.pools[{k}].{msg[len('cluster.') :]}") from None
+        pool = c.pools[k]
+        if pool.attention_dp is not None or pool.moe_ep is not None:  # the pool's expert split
+            for f in ("attention_dp", "moe_ep", "moe_ep/attention_dp"):
+                if msg.startswith(f"predictor.{f}:"):
+                    raise type(exc)(f"cluster.pools[{k}].{msg[len('predictor.') :]}") from None
         raise type(exc)(f"cluster.pools[{k}] ({c.pools[k].device}): {msg}") from None
 
 
