@@ -118,6 +118,15 @@ def comparison_table(summaries: list[dict], labels: list[str]) -> tuple[str, lis
     return "\n".join(lines), csv_rows
 
 
+def pools_text(summaries: list[dict], labels: list[str]) -> str:
+    """The pool tables (and disaggregated-serving blocks) of the runs that have them, each
+    after a blank line; empty when no run has several pools."""
+    from vidur_fast.outputs.pool_report import format_pools
+
+    parts = [format_pools(s, lab) for s, lab in zip(summaries, labels, strict=True)]
+    return "".join(f"\n\n{p}" for p in parts if p)
+
+
 def _sweep_kind(path: Path) -> str | None:
     """'sweep' or 'capacity' for a directory those commands wrote, else None."""
     import json
@@ -282,10 +291,11 @@ def report(args: ReportArgs) -> int:
         table, csv_rows = comparison_table(summaries, labels)
         # the page first: a page that cannot be written leaves one error line and no output
         _write_html(Path(args.html), runs_page(runs, labels, (csv_rows[0], csv_rows[1:])))
-        print(table)
+        print(table + pools_text(summaries, labels))
         if args.out is None:
             return 0
     table, csv_rows = comparison_table(summaries, labels)
+    table += pools_text(summaries, labels)
     if preface is not None:
         table = f"{preface}\n\n{table}"
     if args.out is None:
@@ -301,6 +311,12 @@ def report(args: ReportArgs) -> int:
         out.mkdir(parents=True, exist_ok=True)
         with open(out / "report.csv", "w", newline="") as f:
             csv.writer(f).writerows(csv_rows)
+        from vidur_fast.outputs.pool_report import pool_csv_rows
+
+        pool_rows = pool_csv_rows(summaries, labels)
+        if pool_rows:
+            with open(out / "pools.csv", "w", newline="") as f:
+                csv.writer(f).writerows(pool_rows)
     except OSError as exc:
         raise RunDirError(f"--out: cannot write {out} ({exc.strerror})") from None
     print(table)

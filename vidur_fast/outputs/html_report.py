@@ -23,9 +23,12 @@ from vidur_fast.outputs.plots import (
     _binned,
     _save,
     plot_latency_cdfs,
+    plot_pd_transfers,
+    plot_pools,
     plot_replica_ttft,
     plot_timeseries,
 )
+from vidur_fast.outputs.pool_report import has_pool_views, link_table, pd_table, pool_table
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
@@ -171,6 +174,7 @@ def runs_page(runs: list, labels: list[str], figures: tuple[list[str], list[list
                 img = _img(fn(run, d / f"{k}_{fn.__name__}.png"))
                 if img:
                     body += [f"<h3>{title}</h3>", img]
+            body += _pool_section(run, d / f"{k}_")
             hit = run.summary.get("prefix_cache_hit_rate")
             if hit is not None:
                 body.append(
@@ -178,6 +182,28 @@ def runs_page(runs: list, labels: list[str], figures: tuple[list[str], list[list
                 )
     title = "vidur-fast report: " + ", ".join(labels)
     return _page(title, body)
+
+
+def _pool_section(run, prefix: Path) -> list[str]:
+    """The pools of a run (table, per-pool CDFs and time series) and, for a disaggregated
+    run, its KV hand-offs (figures, links, transfer plots); nothing for one pool."""
+    summary = run.summary
+    if not has_pool_views(summary):
+        return []
+    body = ["<h3>Pools</h3>", _table(pool_table(summary)[1], pool_table(summary)[0])]
+    img = _img(plot_pools(run, Path(f"{prefix}pools.png")))
+    if img:
+        body.append(img)
+    rows = pd_table(summary)
+    if rows:
+        body += ["<h3>Disaggregated serving (KV hand-offs)</h3>", _table(rows, ["", "value"])]
+        head, links = link_table(summary)
+        if links:
+            body.append(_table(links, head))
+        img = _img(plot_pd_transfers(run, Path(f"{prefix}pd_transfers.png")))
+        if img:
+            body.append(img)
+    return body
 
 
 def table_page(

@@ -162,11 +162,15 @@ def plot_timeseries(run, path: Path, max_points: int = SERIES_POINTS) -> Path | 
 
 
 def plot_replica_ttft(run, path: Path) -> Path | None:
-    """p50/p90/p99 TTFT of each replica (requests it served)."""
+    """p50/p90/p99 TTFT of each replica (requests it served; a disaggregated request's
+    first token comes from its prefill replica)."""
     req = run.requests
     if "replica" not in req or len(req) == 0:
         return None
     done = req["completed"].to_numpy().astype(bool) if "completed" in req else slice(None)
+    if "prefill_replica" in req:
+        src = req["prefill_replica"].to_numpy(np.int64)
+        req = req.assign(replica=np.where(src >= 0, src, req["replica"].to_numpy(np.int64)))
     sub = req.loc[done, ["replica", "prefill_e2e_time"]].dropna()
     if len(sub) == 0:
         return None
