@@ -1,5 +1,6 @@
 """`vidur-fast report RUN [RUN ...]`: key figures of run directories side by side, relative to
-the first run, plus plots (CDF overlays; the full plot set for a single run)."""
+the first run, the pool tables of runs with several pools, plus plots (CDF overlays; the full
+plot set for a single run)."""
 
 import csv
 import math
@@ -54,8 +55,9 @@ class ReportArgs:
     """Write plots (needs metrics.h5 in every run)."""
     html: str | None = None
     """Write one self-contained HTML page here instead (config, key figures, CDFs, time series,
-    batch composition, prefix-cache hits per run; for a sweep or capacity directory its results
-    table and Pareto chart). Nothing else is written unless --out is given too."""
+    batch composition, prefix-cache hits, pools and KV hand-offs per run; for a sweep or
+    capacity directory its results table and Pareto chart). Nothing else is written unless
+    --out is given too."""
 
 
 def _value(summary: dict, key: str, sub: str | None, scale: float) -> float:

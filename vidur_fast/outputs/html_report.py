@@ -3,7 +3,8 @@
 Everything is inside the file: styles inline, plots as PNG data URIs, so the page can be mailed
 or archived. Run pages: what ran, key figures relative to the first run, latency CDFs (all runs
 overlaid), and per run its time series (batch size, tokens, KV use, queue, prefix-cache hit
-rate), batch composition (prompt vs decode tokens per batch) and TTFT per replica. Sweep and
+rate), batch composition (prompt vs decode tokens per batch), TTFT per replica and, with
+several pools, the pool table and plots (and a disaggregated run's hand-offs and links). Sweep and
 capacity pages: the results table and the Pareto chart.
 """
 

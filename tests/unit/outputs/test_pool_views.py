@@ -64,7 +64,7 @@ def test_each_transfer_is_a_span_on_its_prefill_replicas_link(pd_run_dir, pd_res
         assert b["args"]["kv_transfer_bytes"] == row.kv_transfer_bytes
     # fair share: some transfers on one link overlap (the async spans may)
     by_link = defaultdict(list)
-    for rid, row in zip(ids, t.itertuples(), strict=True):
+    for row in t.itertuples():
         by_link[row.prefill_replica].append((row.kv_transfer_start_at, row.kv_transfer_end_at))
     overlaps = sum(
         int(np.sum(np.array(sorted(v))[1:, 0] < np.maximum.accumulate(np.array(sorted(v))[:-1, 1])))
