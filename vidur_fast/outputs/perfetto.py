@@ -379,8 +379,10 @@ def _write_pd(f, requests, batches, rep_all, sel, begin, end, tracks, every, sta
     last_b = begin[np.arange(rep_all.shape[0]), last]
     last_e = end[np.arange(rep_all.shape[0]), last]
     from_row = np.full(idx.shape[0], -1, dtype=np.int64)
+    by_rep = np.argsort(rep_all, kind="stable")
+    cuts = np.searchsorted(rep_all[by_rep], np.arange(tracks.rep_pp.shape[0] + 1), side="left")
     for p in np.unique(s_rep).tolist():
-        rows = np.flatnonzero(rep_all == p)
+        rows = by_rep[cuts[p] : cuts[p + 1]]
         rows = rows[np.argsort(last_e[rows], kind="stable")]
         mine = np.flatnonzero(s_rep == p)
         k = np.searchsorted(last_e[rows], hand[mine], side="right") - 1
@@ -400,7 +402,7 @@ def _write_pd(f, requests, batches, rep_all, sel, begin, end, tracks, every, sta
         for v in vals
     ]
     pid = tracks.pid
-    src_tid = [tracks.tid(p, 0) for p in s_rep.tolist()]
+    src_tid = tracks.tid0[s_rep].tolist()
     b_t = (
         '{"name":"replica %d link","cat":"kv_transfer","ph":"b","id":%d,"pid":%d,"tid":%d,'
         '"ts":%.3f,"args":{"request_id":%d,' + arg_fmt + "}}"
@@ -431,7 +433,7 @@ def _write_pd(f, requests, batches, rep_all, sel, begin, end, tracks, every, sta
             for row in zip(
                 fr,
                 pid[s_rep[flow]].tolist(),
-                [tracks.tid(p, int(tracks.rep_pp[p]) - 1) for p in s_rep[flow].tolist()],
+                (tracks.tid0[s_rep[flow]] + tracks.rep_pp[s_rep[flow]] - 1).tolist(),
                 _us(mid).tolist(),
                 strict=True,
             )
@@ -441,7 +443,7 @@ def _write_pd(f, requests, batches, rep_all, sel, begin, end, tracks, every, sta
             for row in zip(
                 fr,
                 pid[d_rep[flow]].tolist(),
-                [tracks.tid(d, 0) for d in d_rep[flow].tolist()],
+                tracks.tid0[d_rep[flow]].tolist(),
                 _us(en_ns[flow]).tolist(),
                 strict=True,
             )

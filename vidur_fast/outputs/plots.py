@@ -278,8 +278,10 @@ def plot_pools(run, path: Path, bins: int = POOL_BINS) -> Path | None:
         centres = 0.5 * (edges[1:] + edges[:-1])
         busy = np.zeros((len(names), bins))
         kv = np.zeros((len(names), bins))
+        by_rep = np.argsort(rep_b, kind="stable")
+        cuts = np.searchsorted(rep_b[by_rep], np.arange(rep_pool.shape[0] + 1), side="left")
         for r in range(rep_pool.shape[0]):
-            rows = np.flatnonzero(rep_b == r)
+            rows = by_rep[cuts[r] : cuts[r + 1]]
             rows = rows[np.argsort(b0[rows], kind="stable")]
             busy[rep_pool[r]] += _busy_in_bins(b0[rows], e0[rows], edges)
             ts = run.timeseries.get(r)
