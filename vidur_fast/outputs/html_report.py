@@ -41,6 +41,7 @@ th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
 tr.pareto td { background: #fff3e0; }
 img { max-width: 100%; border: 1px solid #eee; margin: 0.5em 0; }
 .note { color: #666; font-size: 0.85em; }
+.wide { overflow-x: auto; }
 """
 
 
@@ -191,7 +192,8 @@ def _pool_section(run, prefix: Path) -> list[str]:
     summary = run.summary
     if not has_pool_views(summary):
         return []
-    body = ["<h3>Pools</h3>", _table(pool_table(summary)[1], pool_table(summary)[0])]
+    head, rows = pool_table(summary)
+    body = ["<h3>Pools</h3>", f'<div class="wide">{_table(rows, head)}</div>']
     img = _img(plot_pools(run, Path(f"{prefix}pools.png")))
     if img:
         body.append(img)
