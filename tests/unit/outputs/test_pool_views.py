@@ -216,3 +216,11 @@ def test_report_prints_the_pool_table_and_pd_block(pd_run_dir, small_run_dir, ca
     assert any(x.startswith("replica 1 ") for x in lines)  # the link table
     csv_rows = (tmp_path / "r" / "pools.csv").read_text().splitlines()
     assert csv_rows[0].startswith("run,pool,role,layout") and len(csv_rows) == 3
+
+
+def test_pool_views_are_byte_identical_when_written_twice(pd_result, pd_run_dir, tmp_path):
+    from tests.helpers.outputs_fixtures import write_plain
+
+    again = write_plain(pd_result, tmp_path / "again", write_plots=True, write_trace=True)
+    for name in ("trace.json", "summary.json", "plots/pools.png", "plots/pd_transfers.png"):
+        assert (again / name).read_bytes() == (pd_run_dir / name).read_bytes(), name
