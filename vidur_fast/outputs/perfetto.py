@@ -2,6 +2,9 @@
 
 One process per replica, one thread per pipeline stage, one complete event ("X") per batch and
 stage, and counter events ("C") for KV-cache use and waiting requests at each batch formation.
+With several pools, one process per pool (named by its layout) with a thread per replica and
+stage; a disaggregated run adds its KV transfers (async spans on each prefill replica's link)
+and hand-off flows from the prefill batch to the decode replica.
 Events are written in chunks of formatted strings, so memory stays flat on big runs; sampling
 (every k-th batch of a replica) and a time window keep the file small.
 """
@@ -124,8 +127,9 @@ def _metadata(n_replicas: int, rep_pp: np.ndarray, rep_pool: np.ndarray | None) 
 
 def pool_label(k: int, pool: dict) -> str:
     """A pool's track name: `pool 0: prefill 2 x h100 tp1` (pp when above 1)."""
-    pp = f" pp{pool['pp']}" if int(pool.get("pp", 1)) != 1 else ""
-    return f"pool {k}: {pool['role']} {pool['replicas']} x {pool['device']} tp{pool['tp']}{pp}"
+    from vidur_fast.outputs.pool_report import layout
+
+    return f"pool {k}: {pool.get('role', 'mixed')} {layout(pool)}"
 
 
 class _Tracks:
