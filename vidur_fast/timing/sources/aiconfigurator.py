@@ -41,12 +41,14 @@ from vidur_fast.timing.sources._aic_mla import mla_attention
 from vidur_fast.timing.sources._aic_moe import (
     EXPERT_DTYPES,
     MOE_TABLE,
+    SHARED_STREAM_MAX_TOKENS,
     expert_curve,
     expert_format,
     layer_weights,
     model_roofline_ms,
     moe_rows,
     nccl_curve,
+    overlap_shared,
     tokens_curve,
 )
 from vidur_fast.timing.sources._common import (
@@ -458,6 +460,10 @@ def _moe_ops(
         n_dn, t_dn = sh["down"]
         act = (3 * hs * BF16_BYTES * TOKEN_COUNTS) / mem_bps * 1e3 + mem_const_ms
         t_sh = np.interp(TOKEN_COUNTS, n_up, t_up) + np.interp(TOKEN_COUNTS, n_dn, t_dn) + act
+        if backend == "vllm":  # a second CUDA stream beside the routed experts
+            n_ex, t_ex = parts["moe_experts"]
+            t_sh = overlap_shared(TOKEN_COUNTS, t_sh, np.interp(TOKEN_COUNTS, n_ex, t_ex))
+            prov["shared_overlap_max_tokens"] = SHARED_STREAM_MAX_TOKENS
         parts["moe_shared"] = (TOKEN_COUNTS, t_sh)
     if dp > 1:
         e = float(model.embedding_dim)
