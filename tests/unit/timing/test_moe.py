@@ -187,3 +187,31 @@ def test_kimi_shared_expert_is_hidden_at_decode_sizes():
     assert s.provenance["moe"]["shared_overlap_max_tokens"] == 256
     assert ops[("moe_shared", 8)] == 0.0 < ops[("moe_experts", 8)]  # routed experts outlast it
     assert ops[("moe_shared", 8192)] > 0.0  # large batches: one stream
+
+
+def test_allreduce_rms_fusion_folds_the_norms_into_the_allreduce():
+    from vidur_fast.catalog import default_node_for, get_node
+    from vidur_fast.errors import ProfileError
+    from vidur_fast.timing.sources import load_samples
+    from vidur_fast.timing.sources._common import ALLREDUCE_RMS_FUSION_MAX_MB
+
+    m, dev = get_model("moonshotai/Kimi-K2.5"), get_device("h200")
+    node = get_node(default_node_for("h200"))
+    plain = load_samples("aiconfigurator", m, dev, node, 8, 1)
+    fused = load_samples("aiconfigurator", m, dev, node, 8, 1, allreduce_rms_fusion=True)
+    p = plain.token_ops.set_index(["op", "num_tokens"]).time_ms
+    f = fused.token_ops.set_index(["op", "num_tokens"]).time_ms
+    rule = fused.provenance["allreduce_rms_fusion"]
+    # vLLM's limit at TP 8: 1 MB of bf16 rows of 7168 -> 73 tokens
+    assert rule["max_tokens"] == int(ALLREDUCE_RMS_FUSION_MAX_MB[8] * 2**20 // (7168 * 2)) == 73
+    for op in ("input_layernorm", "post_attention_layernorm", "add"):
+        assert f[(op, 8)] == 0.0 < p[(op, 8)]
+        assert f[(op, 8192)] == p[(op, 8192)] > 0.0  # above the limit: separate kernels
+    assert f[("moe_experts", 8)] == p[("moe_experts", 8)]
+    assert "allreduce_rms_fusion" not in plain.provenance
+    assert plain.provenance["layer_weights"] == fused.provenance["layer_weights"]  # MoE shares
+    one = load_samples("aiconfigurator", m, dev, node, 1, 1, allreduce_rms_fusion=True)
+    assert "allreduce_rms_fusion" not in one.provenance  # no TP all-reduce to fuse into
+    with pytest.raises(ProfileError, match="allreduce_rms_fusion needs the aiconfigurator"):
+        load_samples("roofline", get_model("Qwen/Qwen3-32B"), dev, node, 2, 1,
+                     allreduce_rms_fusion=True)  # fmt: skip

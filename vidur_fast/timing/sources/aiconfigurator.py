@@ -63,6 +63,7 @@ from vidur_fast.timing.sources._common import (
     empty_frame,
     file_digest,
     frame,
+    fuse_allreduce_rms,
     interp_loglog,
     join,
     kv_bytes_of,
@@ -516,6 +517,7 @@ def load(
     moe_routing: str = "power_law_1.2",
     moe_kernel: str = "",
     decode_attention_kv_dtype: str = "",
+    allreduce_rms_fusion: bool = False,
 ) -> OperatorSamples:
     """Samples for one model/device/node/TP/PP from the aiconfigurator database.
 
@@ -555,6 +557,7 @@ def load(
         parts["attn_qk_norm_allreduce"] = (
             TOKEN_COUNTS, 2 * interp_loglog(TOKEN_COUNTS * 2.0, xq, fq, above_exponent=1.0)
         )  # fmt: skip
+    fusion = fuse_allreduce_rms(parts, model, tp) if allreduce_rms_fusion and tp > 1 else None
     token_ops = token_ops_frame(parts)
 
     # attention
@@ -659,6 +662,8 @@ def load(
     if model.moe is not None:
         provenance["moe"] = moe_prov
         provenance["layer_weights"] = layer_weights(model)
+    if fusion is not None:
+        provenance["allreduce_rms_fusion"] = fusion
     if block_rule is not None:
         provenance["fp8_block_gemm"] = block_rule
     if mla_prov is not None:
