@@ -13,6 +13,7 @@ import dataclasses
 import gzip
 import io
 import json
+import math
 import os
 import re
 import shutil
@@ -408,11 +409,23 @@ def _vidur_block_ids(
 # ---- Mooncake JSONL ----
 
 
+def _record_numbers(records: list, key: str) -> np.ndarray | None:
+    """float64 of every record's `key` when each has it as a finite JSON number (an integer
+    within 2**53, or a float), the values the pandas reader gets; None otherwise (a field
+    missing or of another type: the pandas reader names the row and the problem)."""
+    values = [r.get(key) for r in records]
+    for v in values:
+        if type(v) is int:
+            if not -(2**53) <= v <= 2**53:
+                return None
+        elif type(v) is not float or not math.isfinite(v):
+            return None
+    return np.array(values, dtype=np.float64)
+
+
 def _read_mooncake(
     path: str, need_arrivals: bool, need_hashes: bool, max_rows: int | None
 ) -> TraceData:
-    import pandas as pd
-
     lines = _read_text(path).splitlines()
     line_no = np.flatnonzero([bool(s.strip()) for s in lines]) + 1
     if max_rows is not None:
@@ -432,20 +445,34 @@ def _read_mooncake(
     not_object = np.flatnonzero([type(r) is not dict for r in records])
     if not_object.size:
         raise loc.error(int(not_object[0]), "-", "each line must be a JSON object")
-    df = pd.DataFrame.from_records(records)
     required = (["timestamp"] if need_arrivals else []) + ["input_length", "output_length"]
-    require_columns(list(df.columns), required, loc, "mooncake")
+    numbers = {key: _record_numbers(records, key) for key in required}
+    with_hashes = need_hashes and any("hash_ids" in r for r in records)
+    if all(v is not None for v in numbers.values()) and (
+        not with_hashes or all("hash_ids" in r for r in records)
+    ):  # every record has every field, numbers as numbers: no pandas
+        prompt = checked_numbers(numbers["input_length"], "input_length", loc)
+        decode = checked_numbers(numbers["output_length"], "output_length", loc)
+        if need_arrivals:
+            ms = checked_numbers(numbers["timestamp"], "timestamp", loc, must_be=">= 0")
+        hash_lists = [r["hash_ids"] for r in records] if with_hashes else None
+    else:
+        import pandas as pd
 
-    prompt = numeric_column(df["input_length"], "input_length", loc)
-    decode = numeric_column(df["output_length"], "output_length", loc)
+        df = pd.DataFrame.from_records(records)
+        require_columns(list(df.columns), required, loc, "mooncake")
+        prompt = numeric_column(df["input_length"], "input_length", loc)
+        decode = numeric_column(df["output_length"], "output_length", loc)
+        if need_arrivals:
+            ms = numeric_column(df["timestamp"], "timestamp", loc, must_be=">= 0")
+        hash_lists = df["hash_ids"].to_numpy(dtype=object) if with_hashes else None
     arrival = None
     if need_arrivals:
-        ms = numeric_column(df["timestamp"], "timestamp", loc, must_be=">= 0")
         check_sorted(ms, "timestamp", loc)
         arrival = ms / 1000.0
     block_ids = None
-    if need_hashes and "hash_ids" in df:  # like Vidur's block_hash_ids: optional
-        offsets, ids = lists_to_csr(df["hash_ids"].to_numpy(dtype=object), "hash_ids", loc)
+    if hash_lists is not None:  # like Vidur's block_hash_ids: optional
+        offsets, ids = lists_to_csr(hash_lists, "hash_ids", loc)
         p = np.floor(prompt).astype(np.int64)
         low = -(-p // MOONCAKE_BLOCK_TOKENS)
         rule = f"one id per {MOONCAKE_BLOCK_TOKENS}-token prompt block (last may be partial)"

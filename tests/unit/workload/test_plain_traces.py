@@ -1,7 +1,9 @@
-"""A Vidur CSV of plain numbers is read by numpy (no pandas), with the values and errors the
-pandas reader gives; anything else still goes through pandas."""
+"""A Vidur CSV of plain numbers is read by numpy and a Mooncake JSONL whose records all carry
+their fields as numbers without building a DataFrame (no pandas), with the values and errors
+the pandas reader gives; anything else still goes through pandas."""
 
 import gzip
+import json
 import subprocess
 import sys
 
@@ -15,6 +17,7 @@ from vidur_fast.workload.readers import read_trace
 
 EXAMPLE = REPO / "traces" / "examples" / "poisson_uniform_200.csv"
 SPLITWISE_CONV = SHARED / "traces" / "vidur" / "splitwise_conv.csv.gz"
+MOONCAKE_CONV = SHARED / "traces" / "mooncake" / "conversation_trace.jsonl.gz"
 
 
 def _via_pandas(monkeypatch, *args, **kw):
@@ -30,6 +33,17 @@ def _same(a, b):
         if x is not None:
             assert x.dtype == y.dtype, name
             assert np.array_equal(x, y), name  # bit for bit: both read the nearest double
+    assert (a.block_ids is None) == (b.block_ids is None)
+    if a.block_ids is not None:
+        assert np.array_equal(a.block_ids.offsets, b.block_ids.offsets)
+        assert np.array_equal(a.block_ids.ids, b.block_ids.ids)
+        assert a.block_ids.block_size == b.block_ids.block_size
+
+
+def _mooncake_via_pandas(monkeypatch, *args, **kw):
+    with monkeypatch.context() as m:
+        m.setattr(readers, "_record_numbers", lambda records, key: None)
+        return read_trace(*args, **kw)
 
 
 @pytest.mark.parametrize("max_rows", [None, 7])
@@ -123,3 +137,63 @@ def test_a_plain_trace_run_imports_no_pandas(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "False"
     assert (tmp_path / "run" / "request_metrics.csv").is_file()
+
+
+@pytest.mark.skipif(not MOONCAKE_CONV.is_file(), reason="../shared/traces not present")
+@pytest.mark.parametrize("need_hashes", [True, False])
+def test_mooncake_trace_reads_as_pandas_does(monkeypatch, need_hashes):
+    fast = read_trace(MOONCAKE_CONV, need_hashes=need_hashes, max_rows=3000)
+    slow = _mooncake_via_pandas(monkeypatch, MOONCAKE_CONV, need_hashes=need_hashes, max_rows=3000)
+    _same(fast, slow)
+
+
+def _jsonl(tmp_path, records) -> str:
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    return str(path)
+
+
+REC = {"timestamp": 0, "input_length": 600, "output_length": 20, "hash_ids": [1, 2]}
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"input_length": 0},  # out of range
+        {"input_length": 600.5},  # a fraction (read; rounded down later)
+        {"timestamp": -1},  # out of range
+        {"output_length": "7"},  # text: the pandas reader names it
+        {"output_length": True},  # a boolean
+        {"output_length": None},  # null
+        {"hash_ids": 3},  # not a list
+        {"hash_ids": [1, "x"]},  # not integers
+        {"timestamp": 2**60},  # beyond 2**53; also out of order
+    ],
+)
+def test_mooncake_values_and_errors_as_pandas_path(tmp_path, monkeypatch, bad):
+    assert readers._record_numbers([REC, REC], "input_length") is not None  # the fast path
+    path = _jsonl(tmp_path, [REC, {**REC, "timestamp": 5, **bad}])
+    for need_hashes in (True, False):
+        try:
+            fast = read_trace(path, need_hashes=need_hashes)
+        except TraceError as exc:
+            with pytest.raises(TraceError) as slow:
+                _mooncake_via_pandas(monkeypatch, path, need_hashes=need_hashes)
+            assert str(exc) == str(slow.value)
+        else:
+            _same(fast, _mooncake_via_pandas(monkeypatch, path, need_hashes=need_hashes))
+
+
+def test_mooncake_missing_fields_as_pandas_path(tmp_path, monkeypatch):
+    no_hashes = {k: v for k, v in REC.items() if k != "hash_ids"}
+    no_length = {k: v for k, v in REC.items() if k != "output_length"}
+    for records in ([REC, no_hashes], [no_length, no_length], [REC, no_length]):
+        path = _jsonl(tmp_path, records)
+        try:
+            fast = read_trace(path, need_hashes=True)
+        except TraceError as exc:
+            with pytest.raises(TraceError) as slow:
+                _mooncake_via_pandas(monkeypatch, path, need_hashes=True)
+            assert str(exc) == str(slow.value)
+        else:
+            _same(fast, _mooncake_via_pandas(monkeypatch, path, need_hashes=True))
