@@ -1,8 +1,9 @@
 """Trace readers: Vidur CSV, Mooncake JSONL and Azure LLM CSV (plain or gzip) -> TraceData.
 
-Parsing is columnar (pandas / one json.loads per file); the only per-row Python work is turning
-JSON hash lists into one flat array. Every problem becomes a one-line TraceError naming the
-file, the 1-based data row and the column.
+Parsing is columnar (pandas / one json.loads per file; numpy alone for a CSV of plain numbers
+and JSONL records of numbers, see _plain_csv and _record_numbers); the only per-row Python
+work is turning JSON hash lists into one flat array. Every problem becomes a one-line
+TraceError naming the file, the 1-based data row and the column.
 """
 
 from __future__ import annotations
