@@ -276,6 +276,12 @@ def test_prefix_cache_second_request_moves_fewer_bytes_and_prefills_less(async_o
     assert [round(x * 1e9) for x in r["prefill_completed_at"]] == [e + first_ns for e in end]
     pd = res.summary["pd"]
     assert pd["bytes_moved"] == (PROMPT + 12) * tok and pd["num_transfers"] == 2
+    # each replica looked the prompt up twice (admission; reservation) and found it the second
+    # time: the prefill replica from the first request's prefill, the decode replica from the
+    # blocks it received for the first request
+    reps = res.replicas
+    assert reps["prefix_cache_query_tokens"].tolist() == [2 * PROMPT, 2 * PROMPT]
+    assert reps["prefix_cache_hit_tokens"].tolist() == [688, 688]
 
 
 def test_prefix_cache_decider_counts_tokens_cached_on_the_prefill_replica():
