@@ -13,9 +13,8 @@ step ends, whichever is later, and the step ends its GPU time (stage time minus 
 after that.
 
 Prefill/decode disaggregation (pd given): arrivals the decider disaggregates go to the prefill
-replicas (round robin or fewest outstanding requests; the others to the mixed replicas) and
-run there with one output token; at that step's end the request picks a decode replica the
-same way, which reserves its prompt's blocks when they fit
+replicas (the others to the mixed replicas) and run there with one output token; at that
+step's end the request picks a decode replica, which reserves its prompt's blocks when they fit
 and no earlier hand-off waits there (else a FIFO served after the replica's batch ends), and
 its transfer (latency + bytes / bandwidth) starts. Transfer ends come before arrivals and
 replica events at the same time (equal ends by request id): the prefill replica frees the
@@ -24,18 +23,23 @@ that list is full, served at its batch ends before the reservations). With fair_
 contention the transfers leaving one prefill replica share its bandwidth equally (processor
 sharing): a transfer's last byte leaves when the bytes it was owed are sent, it ends the
 latency later; last bytes come before transfer ends at the same time (lowest link first).
+Each role's replicas are routed by one router (the cluster's, or its one pool's own); where
+the role has several pools, one with a router of its own re-picks within itself after the
+cluster router's pick fell there. The decode side holds a prefill-type load (lop, sticky,
+...) until the request's first step there ends.
 """
 
 from collections import deque
 from dataclasses import dataclass, field
 
-from vidur_fast.kernels.codes import RouterPolicy, SchedPolicy
+import numpy as np
+from vidur_fast.kernels.codes import SchedPolicy
 from vidur_fast.kernels.dtypes import NS_PER_MS
 
 from tests.reference.block_pool import CountedBlockPool
 from tests.reference.prefix_pool import PrefixCachingBlockPool
 from tests.reference.request import Request
-from tests.reference.routers import Router
+from tests.reference.routers import GroupRouter, Router
 from tests.reference.sched_v1 import VllmV1
 from tests.reference.sched_vidur import FasterTransformer, LightLLM, Orca, Sarathi, VllmV0
 from tests.reference.timing import batch_features, host_ns, stage_ns
@@ -185,21 +189,25 @@ class PD:
     decider: str = "always"  # or never, uncached_tokens_above (threshold: prompt tokens)
     threshold: int = 0
     contention: str = "none"  # or fair_share: one link per prefill replica, shared equally
+    # routers: per replica its pool, per pool its own router's knobs (policy, tolerance
+    # factor, top_k, max_imbalance_tokens) or None, and per request the uniforms of the random
+    # picks after the first (3 each); None = the cluster router over each role's replicas
+    rep_pool: list | None = None
+    pool_routers: list | None = None
+    u: object = None
 
 
 class PDFlow:
     """The reference's disaggregation state: its own routing loads, the transfers in
     flight, and per decode replica the reservation and arrival FIFOs."""
 
-    def __init__(self, pd: PD, p, reps):
+    def __init__(self, pd: PD, p, reps, n):
         self.pd = pd
-        self.lor = p.router == RouterPolicy.LOR
         self.reps = reps
         self.pre = [r for r, x in enumerate(pd.roles) if x == "prefill"]
         self.dec = [r for r, x in enumerate(pd.roles) if x == "decode"]
         self.mixed = [r for r, x in enumerate(pd.roles) if x == "mixed"]
-        self.rr = [0, 0, 0]
-        self.load = [0] * len(pd.roles)
+        self._groups(p, n)
         self.transfers = []  # (end ns, request)
         self.reserve_q = [deque() for _ in pd.roles]
         self.arrived_q = [deque() for _ in pd.roles]
@@ -207,21 +215,61 @@ class PDFlow:
         # time of last update, {request id: (virtual time of its last byte, request)}]
         self.links = {r: [0.0, 0, {}] for r in self.pre}
 
-    def _pick(self, ids, k):
-        if not self.lor:
-            r = ids[self.rr[k] % len(ids)]
-            self.rr[k] += 1
-            return r
-        r = min(ids, key=lambda x: (self.load[x], x))
-        self.load[r] += 1
+    def _groups(self, p, n):
+        """Per role a router over its replicas; in a role of several pools, each pool with a
+        router of its own re-picks within the pool (the engine's route_groups)."""
+        pd = self.pd
+        rep_pool = pd.rep_pool if pd.rep_pool is not None else [0] * len(pd.roles)
+        own = pd.pool_routers or [None] * (max(rep_pool) + 1)
+        cluster = (p.router, p.router_tolerance_factor, p.router_top_k, p.max_imbalance_tokens)
+        self.u = pd.u if pd.u is not None else np.random.default_rng([0, 2]).random((n, 3))
+        self.first, self.top, self.sub = {}, {}, {}
+        for role, mine in (("mixed", self.mixed), ("prefill", self.pre), ("decode", self.dec)):
+            if not mine:
+                continue
+            qs = sorted({rep_pool[r] for r in mine})
+            single = own[qs[0]] if len(qs) == 1 else None
+            g = GroupRouter(p, mine, single if single is not None else cluster)
+            self.first[role] = g
+            self.top.update({r: g for r in mine})
+            if single is not None:
+                continue
+            for q in qs:
+                if own[q] is not None:
+                    ids = [r for r in mine if rep_pool[r] == q]
+                    g2 = GroupRouter(p, ids, own[q])
+                    self.sub.update({r: g2 for r in ids})
+
+    def _route(self, req, role, stage, u_route):
+        waiting = [len(x.sched.waiting) for x in self.reps]
+        pools = [x.sched.pool for x in self.reps]
+        g = self.first[role]
+        r = g.pick(req, u_route if stage == 0 else self.u[req.rid][1], waiting, pools)
+        g2 = self.sub.get(r)
+        if g2 is not None:
+            r = g2.pick(req, self.u[req.rid][2 * stage], waiting, pools)
+            g2.add(req, r, pools)
+        g.add(req, r, pools)
+        req.hold = stage == 1
         return r
 
-    def route(self, req):
+    def prefill_end(self, req, r):
+        req.hold = False
+        for g in (self.top[r], self.sub.get(r)):
+            if g is not None:
+                g.prefill_end(req, r)
+
+    def batch_end(self, r, prefill_tokens):
+        for g in (self.top[r], self.sub.get(r)):
+            if g is not None:
+                g.batch_end(r, prefill_tokens)
+
+    def route(self, req, u_route):
         d = self.pd.decider
         req.src = None
         if d == "never" or (d == "uncached_tokens_above" and req.prompt <= self.pd.threshold):
-            return self._pick(self.mixed, 2)
-        req.src = self._pick(self.pre, 0)
+            return self._route(req, "mixed", 0, u_route)
+        req.src = self._route(req, "prefill", 0, u_route)
         req.dst = None
         req.pd_decode = req.asked_decode
         req.asked_decode = min(req.asked_decode, 1)
@@ -231,12 +279,13 @@ class PDFlow:
         return req.src == r and req.dst is None and req.pd_decode > req.generated
 
     def request_end(self, r):
-        if self.lor:
-            self.load[r] -= 1
+        for g in (self.top[r], self.sub.get(r)):
+            if g is not None:
+                g.request_end(r)
 
     def hand_off(self, req, now_ns):
         req.asked_decode = req.pd_decode
-        d = self._pick(self.dec, 1)
+        d = self._route(req, "decode", 1, None)
         req.dst = d
         req.need = -(-req.prompt // self.reps[d].p.block_size)
         if not self.reserve_q[d] and req.need <= self.reps[d].sched.pool.free:
@@ -327,6 +376,10 @@ def _finish(rep: Replica, batch: InFlight, now_ns, router, v1: bool, flow=None) 
         had_token = req.generated > 0
         done = rep.sched.apply_output(req, n, now_ns) if v1 else req.vidur_advance(n, now_ns)
         if flow is not None:
+            if (not had_token and req.generated > 0) or (
+                getattr(req, "hold", False) and req.dst == rep.rid
+            ):
+                flow.prefill_end(req, rep.rid)
             if done:
                 flow.request_end(rep.rid)
                 finished.add(req.rid)
@@ -344,7 +397,10 @@ def _finish(rep: Replica, batch: InFlight, now_ns, router, v1: bool, flow=None) 
             router.on_request_end(req)
             finished.add(req.rid)
     rep.sched.on_batch_end(batch.items, finished)
-    router.on_batch_end(rep.rid, batch.prefill_tokens)
+    if flow is not None:
+        flow.batch_end(rep.rid, batch.prefill_tokens)
+    else:
+        router.on_batch_end(rep.rid, batch.prefill_tokens)
     rep.batches.remove(batch)
 
 
@@ -376,7 +432,9 @@ def naive_sim(
     leading block (prefix caching and the prefix-aware router). Requests are in arrival order.
     replica_params: a cluster of pools: per replica its pool's (p, grids, tparams) (its stages,
     KV blocks and timing); p then holds what the router reads. None: every replica uses p.
-    pd: disaggregation (PD; vllm_v1 with counted blocks, round robin or lor); None: none.
+    pd: disaggregation (PD; vllm_v1 with counted blocks; every router, per-pool routers),
+    also a cluster of mixed pools with routers of their own (roles all mixed, decider never);
+    None: none.
     Returns per-request objects, per-batch records and the replicas' pools."""
     n = len(arrival_ns)
     reqs = make_requests(arrival_ns, prompt, decode, session, hashes)
@@ -400,7 +458,7 @@ def naive_sim(
             )
         )
     router = Router(p)
-    flow = PDFlow(pd, p, reps) if pd is not None else None
+    flow = PDFlow(pd, p, reps, n) if pd is not None else None
     log: list[BatchRecord] = []
     nxt = 0
     while True:
@@ -420,7 +478,7 @@ def naive_sim(
                 req.rejected = True  # never routed
                 continue
             if flow is not None:
-                req.replica = flow.route(req)
+                req.replica = flow.route(req, float(u_route[req.rid]))
             else:
                 req.replica = router.route(
                     req,

@@ -277,8 +277,8 @@ POOL_ROLES = ("mixed", "prefill", "decode")
 
 @dataclass(frozen=True)
 class PoolConfig:
-    """One pool of identical replicas: its GPU, parallel layout and replica count. The model,
-    scheduler and router are the cluster's."""
+    """One pool of identical replicas: its GPU, parallel layout and replica count. The model is
+    the cluster's; the scheduler and router are the cluster's unless the pool sets its own."""
 
     device: str = "h100"
     """GPU type."""
@@ -298,6 +298,9 @@ class PoolConfig:
     differing from it only in num_blocks and the batch limits (max_num_seqs,
     max_num_batched_tokens, long_prefill_token_threshold, max_num_partial_prefills,
     chunk_size; docs/pools.md)."""
+    router: Router | None = None
+    """The router that picks among this pool's replicas; None = the cluster's. Beside other
+    pools of its role the cluster router picks the pool (docs/pools.md)."""
 
 
 # scheduler fields a pool may set for itself (the rest must equal the cluster's scheduler)
