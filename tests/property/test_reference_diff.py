@@ -690,6 +690,18 @@ def run_routed(case, sp, grids, tp, rng, policy, pd_roles):
     return out, ref, sp_all, [per_pool[q][0] for q in rep_pool]
 
 
+def assert_loads_drained(out):
+    """Every router's load is back to 0 once all requests completed (lop_batch_end's need
+    not be: prompt tokens served from a cache or on a decode replica are never taken off)."""
+    rt = out.disagg.rt
+    for r in range(rt.top.shape[0]):
+        if rt.policy[rt.top[r]] != RouterPolicy.LOP_BATCH_END:
+            assert out.reps.pending[r] == 0, f"replica {r}: first-level load"
+        if rt.sub[r] != NO_ID and rt.policy[rt.sub[r]] != RouterPolicy.LOP_BATCH_END:
+            assert rt.pend2[r] == 0, f"replica {r}: its pool's router's load"
+    assert (rt.hold == 0).all()
+
+
 PD_LAYOUTS = [
     ["prefill", "decode"],
     ["prefill", "decode", "prefill", "decode"],
@@ -706,7 +718,9 @@ def test_v1_pd_every_router_equal_reference(policy, seed):
     case, sp, grids, tp = random_v1_case(False, False, seed)
     rng = np.random.default_rng([11, int(policy), seed])
     roles = PD_LAYOUTS[int(rng.integers(len(PD_LAYOUTS)))]
-    assert_same_on_pools(*run_routed(case, sp, grids, tp, rng, policy, roles))
+    out, *rest = run_routed(case, sp, grids, tp, rng, policy, roles)
+    assert_same_on_pools(out, *rest)
+    assert_loads_drained(out)
 
 
 @pytest.mark.parametrize("seed", range(ROUTER_CASES))
@@ -717,7 +731,9 @@ def test_v1_mixed_pools_with_own_routers_equal_reference(policy, seed):
     case, sp, grids, tp = random_v1_case(seed % 2 == 1, seed % 4 == 3, seed)
     rng = np.random.default_rng([12, int(policy), seed])
     roles = ["mixed"] * int(rng.integers(2, 4))
-    assert_same_on_pools(*run_routed(case, sp, grids, tp, rng, policy, roles))
+    out, *rest = run_routed(case, sp, grids, tp, rng, policy, roles)
+    assert_same_on_pools(out, *rest)
+    assert_loads_drained(out)
 
 
 def test_router_cases_use_two_levels_and_own_routers():

@@ -357,9 +357,9 @@ class ClusterConfig:
     """GPU memory kept free by the planner."""
     pools: tyro.conf.Suppress[tuple[PoolConfig, ...]] = ()
     """Heterogeneous cluster: a list of pools (config files only; docs/pools.md), their
-    replicas behind the one router, numbered pool by pool. Empty = one pool made of device,
-    node, tp, pp and num_replicas above; when given, those fields must stay at their
-    defaults."""
+    replicas behind the cluster's router (and a pool's own), numbered pool by pool. Empty =
+    one pool made of device, node, tp, pp and num_replicas above; when given, those fields
+    must stay at their defaults."""
     pd_decider: str = "always"
     """With prefill and decode pools: which requests are served disaggregated (the others go
     to the mixed pools): always, never, or uncached_tokens_above (prompts with more than
