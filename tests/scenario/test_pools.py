@@ -191,6 +191,8 @@ def test_every_pool_router_serves_a_heterogeneous_cluster(router):
     assert a.summary["num_completed"] == a.summary["num_requests"] - a.summary["num_rejected"]
     assert "pd" not in a.summary and "prefill_replica" not in a.requests
     assert a.requests.equals(b.requests)
+    data = json.loads(json.dumps(config_dict(a.config)))  # config.json keeps the pool's router
+    assert build_dataclass(SimConfig, data, "") == a.config
 
 
 TWO_LEVEL = {  # the first pool's own router -> replicas of the four requests
