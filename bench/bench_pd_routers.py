@@ -100,9 +100,9 @@ def main() -> None:
         pools = [{**p, "router": own} for p in mixed]
         row(name, simulate(config(pools, "lor", wl, args.source), timing_cache=cache), t0)
     print(
-        f"summary: 2P2D TPOT p99 {1e3 * tpot['lor']:.2f} ms with lor, "
-        f"{1e3 * tpot['least_waiting']:.2f} ms with least_waiting (every hand-off on one "
-        "decode replica: hand-offs never wait in a waiting queue)"
+        f"summary: 2P2D TPOT p99 {1e3 * tpot['lor']:.2f} ms with lor (counts requests until "
+        f"they finish), {1e3 * tpot['lop']:.2f} ms with lop (counts a hand-off until its "
+        "first decode step)"
     )
 
 

@@ -294,7 +294,9 @@ class RouteGroups(NamedTuple):
     a replica in a pool with its own router beside other pools of its role also has a
     second-level group sub[r] over its pool's replicas (NO_ID: none). First-level loads are
     reps.pending (each replica is in one first-level group, top[r]), second-level ones pend2;
-    what request i added is reqs.route_load[i] and load2[i].
+    what request i added is reqs.route_load[i] and load2[i]. least_waiting counts a decode
+    replica's waiting queue and its hand-offs not yet past their first step there (held: in
+    vLLM they wait in the decode scheduler's queue for their KV).
     """
 
     policy: np.ndarray  # int64[K], RouterPolicy of each group
@@ -311,6 +313,7 @@ class RouteGroups(NamedTuple):
     pend2: np.ndarray  # int64[R], second-level loads
     load2: np.ndarray  # int64[N], what request i added to pend2
     hold: np.ndarray  # int64[N], 1 while a hand-off's decode-side prefill load is held
+    held: np.ndarray  # int64[R], hand-offs to the replica whose first step there has not ended
     u: np.ndarray  # float64[N, 3], uniforms of random picks after the first (see rt_route_nb)
 
 
@@ -365,6 +368,7 @@ def route_groups(
         pend2=np.zeros(r_count, dtype=np.int64),
         load2=np.zeros(n, dtype=np.int64),
         hold=np.zeros(n, dtype=np.int64),
+        held=np.zeros(r_count, dtype=np.int64),
         u=np.random.default_rng([seed, 2]).random((n, 3)),
     )
 
@@ -382,6 +386,7 @@ def no_groups() -> RouteGroups:
         i,
         np.zeros((0, 0), np.int64),
         np.full(3, NO_ID, np.int64),
+        i,
         i,
         i,
         i,
@@ -452,6 +457,22 @@ def _g_argmin_nb(x, ids, lo, hi):
     for k in range(lo + 1, hi):
         if x[ids[k]] < x[best]:
             best = ids[k]
+    return best
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _g_least_waiting_nb(reps, rt, lo, hi):
+    """Replica of rt.ids[lo:hi] with the fewest waiting requests: its waiting queue and the
+    hand-offs held for it (ties: lowest id).
+
+    Mutates: nothing.
+    Returns: replica index.
+    """
+    best = rt.ids[lo]
+    for k in range(lo + 1, hi):
+        r = rt.ids[k]
+        if reps.wq_len[r] + rt.held[r] < reps.wq_len[best] + rt.held[best]:
+            best = r
     return best
 
 
@@ -572,7 +593,7 @@ def _g_pick_nb(reps, kv, reqs, rt, p, g, pend, i, u):
     elif policy == RouterPolicy.PREFIX_AWARE:
         r = _g_prefix_aware_nb(pend, kv, reqs, p, rt, g, i)
     elif policy == RouterPolicy.LEAST_WAITING:
-        r = _g_argmin_nb(reps.wq_len, rt.ids, lo, hi)
+        r = _g_least_waiting_nb(reps, rt, lo, hi)
     elif _uncached_policy_nb(policy):
         r = _g_least_imbalance_nb(pend, kv, reqs, p, rt.ids, lo, hi, i)
     else:
@@ -607,7 +628,7 @@ def rt_route_nb(reps, kv, reqs, rt, p, role, i, stage):
     first step there ends). Random picks: the arrival's first-level pick reads
     reqs.u_route[i], the other three rt.u[i].
 
-    Mutates: reps.pending, reqs.route_load, rt (counters, pins, pend2, load2, hold).
+    Mutates: reps.pending, reqs.route_load, rt (counters, pins, pend2, load2, hold, held).
     Returns: replica index.
     """
     g = rt.first[role]
@@ -623,6 +644,7 @@ def rt_route_nb(reps, kv, reqs, rt, p, role, i, stage):
     reps.pending[r] += load
     reqs.route_load[i] = load
     rt.hold[i] = stage
+    rt.held[r] += stage
     return r
 
 
@@ -631,9 +653,10 @@ def rt_prefill_end_nb(reps, reqs, rt, r, i):
     """Request i's prefill completed on replica r (on a decode replica: its first step
     there): the routers whose load lasts until then take it off.
 
-    Mutates: reps.pending, rt.pend2, rt.hold.
+    Mutates: reps.pending, rt.pend2, rt.hold, rt.held.
     Returns: nothing.
     """
+    rt.held[r] -= rt.hold[i]
     rt.hold[i] = 0
     if _holds_until_prefill_nb(rt.policy[rt.top[r]]):
         reps.pending[r] -= reqs.route_load[i]

@@ -699,7 +699,7 @@ def assert_loads_drained(out):
             assert out.reps.pending[r] == 0, f"replica {r}: first-level load"
         if rt.sub[r] != NO_ID and rt.policy[rt.sub[r]] != RouterPolicy.LOP_BATCH_END:
             assert rt.pend2[r] == 0, f"replica {r}: its pool's router's load"
-    assert (rt.hold == 0).all()
+    assert (rt.hold == 0).all() and (rt.held == 0).all()
 
 
 PD_LAYOUTS = [

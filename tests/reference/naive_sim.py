@@ -26,7 +26,8 @@ latency later; last bytes come before transfer ends at the same time (lowest lin
 Each role's replicas are routed by one router (the cluster's, or its one pool's own); where
 the role has several pools, one with a router of its own re-picks within itself after the
 cluster router's pick fell there. The decode side holds a prefill-type load (lop, sticky,
-...) until the request's first step there ends.
+...) until the request's first step there ends, and least_waiting counts such hand-offs as
+waiting there.
 """
 
 from collections import deque
@@ -224,6 +225,7 @@ class PDFlow:
         cluster = (p.router, p.router_tolerance_factor, p.router_top_k, p.max_imbalance_tokens)
         self.u = pd.u if pd.u is not None else np.random.default_rng([0, 2]).random((n, 3))
         self.first, self.top, self.sub = {}, {}, {}
+        self.held = [0] * len(pd.roles)  # hand-offs to a replica not past their first step
         for role, mine in (("mixed", self.mixed), ("prefill", self.pre), ("decode", self.dec)):
             if not mine:
                 continue
@@ -241,7 +243,7 @@ class PDFlow:
                     self.sub.update({r: g2 for r in ids})
 
     def _route(self, req, role, stage, u_route):
-        waiting = [len(x.sched.waiting) for x in self.reps]
+        waiting = [len(x.sched.waiting) + self.held[x.rid] for x in self.reps]
         pools = [x.sched.pool for x in self.reps]
         g = self.first[role]
         r = g.pick(req, u_route if stage == 0 else self.u[req.rid][1], waiting, pools)
@@ -251,9 +253,12 @@ class PDFlow:
             g2.add(req, r, pools)
         g.add(req, r, pools)
         req.hold = stage == 1
+        self.held[r] += stage
         return r
 
     def prefill_end(self, req, r):
+        if getattr(req, "hold", False):
+            self.held[r] -= 1
         req.hold = False
         for g in (self.top[r], self.sub.get(r)):
             if g is not None:

@@ -287,26 +287,36 @@ def test_bad_pd_input_one_line_exit_2(case, tmp_path, capsys):
     assert not out.exists()
 
 
-ROUTED = {  # (prefill pool's router, decode pool's router, prefill replicas, decode replicas)
-    "cluster_round_robin": (None, None, [0, 1, 0, 1], [2, 3, 2, 3]),
-    "prefill_pool_lop": ("lop", None, [0, 0, 0, 0], [2, 3, 2, 3]),
-    "decode_pool_least_waiting": (None, "least_waiting", [0, 1, 0, 1], [2, 2, 2, 2]),
+SPACED = {"type": "UniformIntervals", "qps": 2.0}  # a request every 0.5 s
+ROUTED = {  # (prefill pool's router, decode pool's router, arrivals, prefill and decode replicas)
+    "cluster_round_robin": (None, None, SPACED, [0, 1, 0, 1], [2, 3, 2, 3]),
+    "prefill_pool_lop": ("lop", None, SPACED, [0, 0, 0, 0], [2, 3, 2, 3]),
+    "decode_pool_least_waiting_spaced": (None, "least_waiting", SPACED, [0, 1, 0, 1], [2] * 4),
+    "decode_pool_least_waiting_at_once": (
+        None,
+        "least_waiting",
+        "StaticIntervals",
+        [0, 1, 0, 1],
+        [2, 3, 2, 3],
+    ),
 }
 
 
 @pytest.mark.parametrize("case", list(ROUTED))
 def test_pool_router_picks_inside_its_pool(case):
-    """2P2D, cluster router round_robin, a request every 0.5 s: a prefill pool routed by lop
+    """2P2D, cluster router round_robin. A request every 0.5 s: a prefill pool routed by lop
     sends every request to its first replica (each prefill has ended before the next
-    arrival, so both loads are 0 again); a decode pool routed by least_waiting sends every
-    hand-off to its first replica (hand-offs never sit in a waiting queue); the pools
-    without a router of their own stay round robin."""
-    pre_router, dec_router, want_pre, want_dec = ROUTED[case]
+    arrival, so both loads are 0 again), and a decode pool routed by least_waiting every
+    hand-off to its first replica (each has had its first decode step, so none waits). All
+    four at once: the two prefill replicas hand off requests 0 and 1 at one time, then 2
+    and 3; least_waiting counts a hand-off not yet past its first decode step as waiting, so
+    the second of each pair goes to the other decode replica. The pools without a router of
+    their own stay round robin."""
+    pre_router, dec_router, intervals, want_pre, want_dec = ROUTED[case]
     pools = [
         {"device": "h100", "num_replicas": 2, "role": "prefill", "router": pre_router},
         {"device": "h100", "num_replicas": 2, "role": "decode", "router": dec_router},
     ]
-    intervals = {"type": "UniformIntervals", "qps": 2.0}
     res = simulate(_cfg(pools, n=4, decode=30, router="round_robin", intervals=intervals))
     assert res.requests["prefill_replica"].tolist() == want_pre
     assert res.requests["replica"].tolist() == want_dec
