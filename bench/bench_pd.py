@@ -11,13 +11,19 @@ the nanosecond against processor sharing worked out here.
 (2) One synthetic workload (Poisson arrivals, uniform 256-4096 tokens, prompt:output 10:1)
 on 2 aggregated replicas vs 1P1D, and on 3 aggregated replicas vs 1P2D and 2P1D (H100 TP1,
 vllm_v1 without prefix caching or async scheduling, lor): TTFT and TPOT p50/p99, goodput
-under an SLO, cost. The last line is one summary.
+under an SLO, cost.
+(3) The same workload on 4 GPUs: the homogeneous 4 x H100 and 4 x A100 against the
+heterogeneous 2 x H100 + 2 x A100 as two mixed pools (bench/bench_pools.py's deployments),
+and the same GPUs disaggregated, prefill on the H100s and decode on the A100s (2P h100 +
+2D a100). The last line is one summary.
 
     .venv/bin/python bench/bench_pd.py [--requests 2000] [--qps 16] [--source roofline]
 """
 
 import argparse
 import time
+
+import bench_pools
 
 from vidur_fast.api import simulate
 from vidur_fast.catalog import get_model, get_node
@@ -39,6 +45,17 @@ def _pd(n_prefill: int, n_decode: int) -> dict:
         ]
     }
 
+
+# (3): bench_pools.py's homogeneous and mixed clusters, and the mixed GPUs disaggregated
+HETERO = {
+    **bench_pools.DEPLOYMENTS,
+    "2P h100 + 2D a100": {
+        "pools": [
+            {"device": "h100", "num_replicas": 2, "role": "prefill"},
+            {"device": "a100", "num_replicas": 2, "role": "decode"},
+        ]
+    },
+}
 
 DEPLOYMENTS = {
     "2 aggregated": {"device": "h100", "num_replicas": 2},
@@ -160,37 +177,48 @@ def main() -> None:
         f"(2) {args.requests} requests at {args.qps:g} QPS; goodput: requests/s meeting "
         f"TTFT <= {SLO_TTFT_S} s and TPOT <= {1e3 * SLO_TPOT_S:g} ms"
     )
-    print(
+    head = (
         f"{'deployment':<14}{'GPUs':>5}{'TTFT p50':>10}{'TTFT p99':>10}{'TPOT p50':>10}"
         f"{'TPOT p99':>10}{'goodput':>9}{'$/1k req':>10}{'xfer p99 ms':>12}"
     )
-    rows = {}
-    for name, cluster in DEPLOYMENTS.items():
-        t = time.perf_counter()
-        res = simulate(config(cluster, wl, args.source), timing_cache=cache)
-        s = res.summary
-        q = res.requests
-        ttft = q["prefill_e2e_time"]
-        tpot = q["decode_time_execution_plus_preemption_normalized"]
-        ok = q["completed"] & (ttft <= SLO_TTFT_S) & (tpot <= SLO_TPOT_S)
-        sim_s = s["simulated_time_s"]
-        good = ok.sum() / sim_s
-        xfer = s.get("pd", {}).get("transfer_time_p99_s")
-        xfer_txt = f"{1e3 * xfer:.2f}" if xfer is not None else "-"
-        rows[name] = (ttft.quantile(0.99), tpot.quantile(0.99), good, s)
-        print(
-            f"{name:<14}{s['gpus']:>5}{ttft.quantile(0.5):>10.3f}{ttft.quantile(0.99):>10.3f}"
-            f"{1e3 * tpot.quantile(0.5):>10.2f}{1e3 * tpot.quantile(0.99):>10.2f}"
-            f"{good:>9.2f}{s['cost_per_1k_requests_usd']:>10.4f}{xfer_txt:>12}"
-            f"   ({time.perf_counter() - t:.1f} s)"
-        )
+    print(head)
+    rows = {name: _row(name, c, wl, args.source, cache) for name, c in DEPLOYMENTS.items()}
+    print("(3) 4 GPUs, the same workload: homogeneous, heterogeneous, heterogeneous PD")
+    print(f"{'deployment':<20}" + head[14:])
+    het = {name: _row(name, c, wl, args.source, cache, 20) for name, c in HETERO.items()}
     best = max(rows, key=lambda k: rows[k][2] / rows[k][3]["gpus"])
+    mixed, pd_het = het["2 x h100 + 2 x a100"], het["2P h100 + 2D a100"]
     print(
         f"summary: exact 1P1D hand-off timing, alone and fair-shared; TPOT p99 1P1D "
         f"{1e3 * rows['1P1D'][1]:.2f} ms vs "
         f"2 aggregated {1e3 * rows['2 aggregated'][1]:.2f} ms; most goodput per GPU: {best} "
-        f"({rows[best][2] / rows[best][3]['gpus']:.2f} req/s per GPU)"
+        f"({rows[best][2] / rows[best][3]['gpus']:.2f} req/s per GPU); on 4 GPUs the mixed "
+        f"h100 + a100 pools reach goodput {mixed[2]:.2f} req/s (4 x h100 "
+        f"{het['4 x h100'][2]:.2f}, 4 x a100 {het['4 x a100'][2]:.2f}), disaggregated "
+        f"{pd_het[2]:.2f}"
     )
+
+
+def _row(name: str, cluster: dict, wl: dict, source: str, cache: dict, width: int = 14):
+    """Simulate one deployment and print its line: (TTFT p99, TPOT p99, goodput, summary)."""
+    t = time.perf_counter()
+    res = simulate(config(cluster, wl, source), timing_cache=cache)
+    s = res.summary
+    q = res.requests
+    # the client's view as the run's request metrics give it
+    ttft = q["prefill_e2e_time"]
+    tpot = q["decode_time_execution_plus_preemption_normalized"]
+    ok = q["completed"] & (ttft <= SLO_TTFT_S) & (tpot <= SLO_TPOT_S)
+    good = ok.sum() / s["simulated_time_s"]
+    xfer = s.get("pd", {}).get("transfer_time_p99_s")
+    xfer_txt = f"{1e3 * xfer:.2f}" if xfer is not None else "-"
+    print(
+        f"{name:<{width}}{s['gpus']:>5}{ttft.quantile(0.5):>10.3f}{ttft.quantile(0.99):>10.3f}"
+        f"{1e3 * tpot.quantile(0.5):>10.2f}{1e3 * tpot.quantile(0.99):>10.2f}"
+        f"{good:>9.2f}{s['cost_per_1k_requests_usd']:>10.4f}{xfer_txt:>12}"
+        f"   ({time.perf_counter() - t:.1f} s)"
+    )
+    return ttft.quantile(0.99), tpot.quantile(0.99), good, s
 
 
 if __name__ == "__main__":

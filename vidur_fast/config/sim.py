@@ -298,6 +298,11 @@ class PoolConfig:
     differing from it only in num_blocks and the batch limits (max_num_seqs,
     max_num_batched_tokens, long_prefill_token_threshold, max_num_partial_prefills,
     chunk_size; docs/pools.md)."""
+    attention_dp: int | None = None
+    """Attention data-parallel ranks whose tokens the pool's MoE layers run (MoE models; each
+    replica is one rank); None = predictor.attention_dp."""
+    moe_ep: int | None = None
+    """Expert-parallel ranks of the pool's MoE layers (MoE models); None = predictor.moe_ep."""
     router: Router | None = None
     """The router that picks among this pool's replicas; None = the cluster's. Beside other
     pools of its role the cluster router picks the pool (docs/pools.md)."""
@@ -439,10 +444,20 @@ def cluster_pools(c: ClusterConfig) -> tuple[PoolConfig, ...]:
 
 
 def pool_view(cfg: "SimConfig", pool: PoolConfig) -> "SimConfig":
-    """The single-pool SimConfig of one pool: its cluster view and its scheduler."""
+    """The single-pool SimConfig of one pool: its cluster view, its scheduler and its expert
+    split."""
     return replace(
-        cfg, cluster=pool_cluster(cfg.cluster, pool), scheduler=pool.scheduler or cfg.scheduler
+        cfg,
+        cluster=pool_cluster(cfg.cluster, pool),
+        scheduler=pool.scheduler or cfg.scheduler,
+        predictor=pool_predictor(cfg.predictor, pool),
     )
+
+
+def pool_predictor(p: PredictorConfig, pool: PoolConfig) -> PredictorConfig:
+    """The predictor of one pool: the cluster's, with the pool's attention_dp / moe_ep."""
+    own = {f: getattr(pool, f) for f in ("attention_dp", "moe_ep") if getattr(pool, f) is not None}
+    return replace(p, **own) if own else p
 
 
 def pool_cluster(c: ClusterConfig, pool: PoolConfig) -> ClusterConfig:

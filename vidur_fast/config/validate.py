@@ -36,6 +36,7 @@ from vidur_fast.config.sim import (
     VllmV1Scheduler,
     cluster_pools,
     pool_cluster,
+    pool_predictor,
 )
 from vidur_fast.config.validate_workload import validate_workload
 from vidur_fast.errors import ConfigError, UserError
@@ -58,7 +59,7 @@ def validate_config(cfg: SimConfig) -> None:
         c = pool_cluster(cfg.cluster, pool)
         with pool_errors(cfg.cluster, k):
             validate_cluster(c)
-            validate_expert_parallelism(c, cfg.predictor)
+            validate_expert_parallelism(c, pool_predictor(cfg.predictor, pool))
             validate_scheduler(pool.scheduler or cfg.scheduler, c)
     validate_router(cfg)
     validate_pd(cfg)
@@ -271,6 +272,11 @@ def pool_errors(c: ClusterConfig, k: int):
         for f in (*POOL_FIELDS, "tp/pp"):
             if msg.startswith(f"cluster.{f}:"):
                 raise type(exc)(f"cluster.pools[{k}].{msg[len('cluster.') :]}") from None
+        pool = c.pools[k]
+        if pool.attention_dp is not None or pool.moe_ep is not None:  # the pool's expert split
+            for f in ("attention_dp", "moe_ep", "moe_ep/attention_dp"):
+                if msg.startswith(f"predictor.{f}:"):
+                    raise type(exc)(f"cluster.pools[{k}].{msg[len('predictor.') :]}") from None
         raise type(exc)(f"cluster.pools[{k}] ({c.pools[k].device}): {msg}") from None
 
 

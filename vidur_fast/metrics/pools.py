@@ -103,3 +103,47 @@ def pd_request_columns(req: pd.DataFrame, state) -> pd.DataFrame:
         kv_transfer_bytes=state.nbytes.astype(np.int64),
         waited_for_decode_kv=state.waited.astype(bool),
     )
+
+
+def busy_union_ns(start: np.ndarray, end: np.ndarray) -> int:
+    """Length of the union of the intervals [start, end) (ns): the time at least one is
+    open."""
+    if start.size == 0:
+        return 0
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], end[order]
+    reach = np.maximum.accumulate(e)
+    # a new run of overlapping intervals begins where an interval starts after all before it
+    new = np.ones(s.size, dtype=bool)
+    new[1:] = s[1:] > reach[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, s.size - 1)
+    return int((reach[last] - s[first]).sum())
+
+
+def pd_link_summary(state, reqs, ids: np.ndarray, bandwidth_gbps: float, sim_time_s: float):
+    """Per link (one per prefill replica, its egress) the transfers of the requests ids that
+    ended: count, bytes, the share of the simulated time with a transfer in flight
+    (`busy_fraction`) and bytes / (bandwidth x simulated time) (`bandwidth_use_fraction`;
+    above 1 only without contention, where overlapping transfers do not share the link)."""
+    ids = np.asarray(ids, dtype=np.int64)
+    started = ids[state.start_ns[ids] != NEVER]
+    ended = started[reqs.replica[started] == state.dst[started]]
+    span_ns = sim_time_s * NS_PER_S
+    out = []
+    for r in np.asarray(state.prefill_ids).tolist():
+        mine = ended[state.src[ended] == r]
+        nbytes = int(state.nbytes[mine].sum())
+        busy = busy_union_ns(state.start_ns[mine], state.end_ns[mine])
+        out.append(
+            {
+                "replica": int(r),
+                "num_transfers": int(mine.size),
+                "bytes_moved": nbytes,
+                "busy_fraction": busy / span_ns if span_ns > 0 else 0.0,
+                "bandwidth_use_fraction": (
+                    nbytes / (bandwidth_gbps * span_ns) if span_ns > 0 else 0.0
+                ),
+            }
+        )
+    return out
