@@ -158,6 +158,8 @@ def _simulate(
             cfg = replace(cfg, predictor=replace(cfg.predictor, kv_cache_dtype=camp.kv_cache_dtype))
         if camp is not None and getattr(camp, "moe_kernel", ""):
             cfg = replace(cfg, predictor=replace(cfg.predictor, moe_kernel=camp.moe_kernel))
+        if camp is not None and getattr(camp, "allreduce_rms_fusion", False):
+            cfg = replace(cfg, predictor=replace(cfg.predictor, allreduce_rms_fusion=True))
         if camp is not None and camp.async_scheduling is not None:
             sched = replace(cfg.scheduler, async_scheduling=camp.async_scheduling)
             cfg = replace(cfg, scheduler=sched)
