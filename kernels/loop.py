@@ -274,15 +274,20 @@ def _finish_batch_nb(reps, kv, reqs, hist, cl, p, pools, pd, r, s, now_ns):
         g_before = reqs.generated[i]
         complete = apply_output_nb(kv, reqs, hist, p, r, i, n, now_ns)
         if pd_on:
-            # a prefill ends; on a decode replica the first step of a hand-off ends
-            if (g_before == 0 and reqs.generated[i] == 1) or (
+            # a prefill ends (a disaggregated request's first token on its decode replica is
+            # none); on a decode replica the first step of a hand-off ends
+            if (g_before == 0 and reqs.generated[i] == 1 and pd.dst[i] != r) or (
                 pd.rt.hold[i] != 0 and pd.dst[i] == r
             ):
                 rt_prefill_end_nb(reps, reqs, pd.rt, r, i)
         elif g_before == 0 and reqs.generated[i] == 1:
             on_prefill_end_nb(reps, reqs, p, r, i)
         if complete and pd_on and pd_hands_off_nb(reqs, pd, r, i):
-            after_completion_nb(reps, p, r, i)
+            if reqs.status[i] == ReqStatus.PREEMPTED:
+                # NOTE(vllm): stale output (async) finished a preempted prefill: off the queue
+                wq_remove_nb(reps, reqs, r, i)
+            else:
+                after_completion_nb(reps, p, r, i)
             rt_request_end_nb(reps, pd.rt, r)
             pd_handoff_nb(reps, kv, reqs, pd, pools, p, i, now_ns)
         elif complete:
@@ -368,7 +373,7 @@ def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, pools, pd, limit_ns, max_
             if pd_link_due_nb(pd, t_x):  # a last byte leaves a fair-share link
                 pd_link_done_nb(pd, t_x)
                 continue
-            i_x, r_src, r_dst = pd_transfer_end_nb(reps, reqs, pd, p, pools, t_x)
+            i_x, r_src, r_dst = pd_transfer_end_nb(reps, kv, reqs, pd, p, pools, t_x)
             for rw in (r_src, r_dst):
                 if reps.inflight[rw] < pools.pp[pools.rep_pool[rw]] and reps.wake[rw] == NEVER:
                     reps.wake[rw] = t_x
@@ -416,7 +421,7 @@ def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, pools, pd, limit_ns, max_
                 return RunStatus.BROKEN
             lstate[LS_DONE] += d
             if pd_on and pd.role[r] == ROLE_DECODE:
-                pd_drain_nb(reps, reqs, pd, pr, pools, r, t_rep)
+                pd_drain_nb(reps, kv, reqs, pd, pr, pools, r, t_rep)
         reps.wake[r] = NEVER
         # preemptions of steps that formed no batch are logged with the next batch formed
         pre_logged = reps.preemptions[r]

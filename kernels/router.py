@@ -559,12 +559,13 @@ def _g_prefix_aware_nb(pend, kv, reqs, p, rt, g, i):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _g_pick_nb(reps, kv, reqs, rt, p, g, pend, i, u):
+def _g_pick_nb(reps, kv, reqs, rt, p, g, pend, i, u, commit):
     """The replica group g's router picks for request i over its replicas, as
     route_request_nb does over all (pend: the group's loads; u: the uniform of a random
-    pick). Pins the request's session; adds no load.
+    pick). commit: advance the round-robin counter and pin the request's session (else only
+    look). Adds no load.
 
-    Mutates: rt.rr, rt.sess.
+    Mutates: rt.rr, rt.sess (commit only).
     Returns: replica index.
     """
     lo, hi = rt.off[g], rt.off[g + 1]
@@ -579,7 +580,8 @@ def _g_pick_nb(reps, kv, reqs, rt, p, g, pend, i, u):
         policy == RouterPolicy.STICKY_ROUND_ROBIN and pinned < 0
     ):
         r = rt.ids[lo + rt.rr[g] % n]
-        rt.rr[g] += 1
+        if commit:
+            rt.rr[g] += 1
     elif policy == RouterPolicy.RANDOM:
         k = int(u * n)
         r = rt.ids[lo + (k if k < n else n - 1)]
@@ -598,7 +600,7 @@ def _g_pick_nb(reps, kv, reqs, rt, p, g, pend, i, u):
         r = _g_least_imbalance_nb(pend, kv, reqs, p, rt.ids, lo, hi, i)
     else:
         r = _g_argmin_nb(pend, rt.ids, lo, hi)
-    if pins:
+    if pins and commit:
         rt.sess[g, sid] = r
     return r
 
@@ -633,10 +635,10 @@ def rt_route_nb(reps, kv, reqs, rt, p, role, i, stage):
     """
     g = rt.first[role]
     u1 = reqs.u_route[i] if stage == 0 else rt.u[i, 1]
-    r = _g_pick_nb(reps, kv, reqs, rt, p, g, reps.pending, i, u1)
+    r = _g_pick_nb(reps, kv, reqs, rt, p, g, reps.pending, i, u1, True)
     g2 = rt.sub[r]
     if g2 != NO_ID:
-        r = _g_pick_nb(reps, kv, reqs, rt, p, g2, rt.pend2, i, rt.u[i, 2 * stage])
+        r = _g_pick_nb(reps, kv, reqs, rt, p, g2, rt.pend2, i, rt.u[i, 2 * stage], True)
         load2 = _g_load_nb(kv, reqs, p, rt.policy[g2], r, i)
         rt.pend2[r] += load2
         rt.load2[i] = load2
@@ -645,6 +647,21 @@ def rt_route_nb(reps, kv, reqs, rt, p, role, i, stage):
     reqs.route_load[i] = load
     rt.hold[i] = stage
     rt.held[r] += stage
+    return r
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def rt_peek_nb(reps, kv, reqs, rt, p, role, i):
+    """The replica rt_route_nb would pick for arriving request i over the replicas of role,
+    changing nothing (the decider asks it before routing).
+
+    Mutates: nothing.
+    Returns: replica index.
+    """
+    r = _g_pick_nb(reps, kv, reqs, rt, p, rt.first[role], reps.pending, i, reqs.u_route[i], False)
+    g2 = rt.sub[r]
+    if g2 != NO_ID:
+        r = _g_pick_nb(reps, kv, reqs, rt, p, g2, rt.pend2, i, rt.u[i, 0], False)
     return r
 
 

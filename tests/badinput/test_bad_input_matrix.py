@@ -579,13 +579,6 @@ POOL_CASES = {
         "cluster.pools[1].num_replicas",
     ),
     "unknown_role": ([{"device": "h100", "role": "both"}], {}, [], "cluster.pools[0].role"),
-    # disaggregated pools with the default scheduler (prefix caching on)
-    "prefill_role": (
-        [{"device": "h100", "role": "prefill"}, {"device": "h100", "role": "decode"}],
-        {},
-        [],
-        "scheduler.enable_prefix_caching: not simulated yet with prefill/decode pools",
-    ),
     "prefill_without_decode": (
         [{"device": "h100", "role": "prefill"}],
         {},

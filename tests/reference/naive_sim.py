@@ -13,13 +13,16 @@ step ends, whichever is later, and the step ends its GPU time (stage time minus 
 after that.
 
 Prefill/decode disaggregation (pd given): arrivals the decider disaggregates go to the prefill
-replicas (the others to the mixed replicas) and run there with one output token; at that
-step's end the request picks a decode replica, which reserves its prompt's blocks when they fit
+replicas (the others to the mixed replicas) and run there with one output token, which is
+discarded; at that step's end the request picks a decode replica, which reserves its prompt's
+blocks when they fit
 and no earlier hand-off waits there (else a FIFO served after the replica's batch ends), and
 its transfer (latency + bytes / bandwidth) starts. Transfer ends come before arrivals and
 replica events at the same time (equal ends by request id): the prefill replica frees the
 request's blocks and the request joins the decode replica's running list (or a FIFO while
-that list is full, served at its batch ends before the reservations). With fair_share
+that list is full, served at its batch ends before the reservations) with all prompt tokens
+but the last computed: its first step there recomputes that token and samples the first
+output token. With fair_share
 contention the transfers leaving one prefill replica share its bandwidth equally (processor
 sharing): a transfer's last byte leaves when the bytes it was owed are sent, it ends the
 latency later; last bytes come before transfer ends at the same time (lowest link first).
@@ -28,6 +31,13 @@ the role has several pools, one with a router of its own re-picks within itself 
 cluster router's pick fell there. The decode side holds a prefill-type load (lop, sticky,
 ...) until the request's first step there ends, and least_waiting counts such hand-offs as
 waiting there.
+With prefix caching the prefill replica serves the prompt from its cache as any replica; the
+decode replica first matches the prompt against its own cache and reserves (and receives)
+only the other blocks, which enter its cache once received (the full blocks of all prompt
+tokens but the last); the decider counts the prompt tokens outside the cache of the prefill
+replica the router would pick. Each replica then has 2 x max_num_seqs block lists, held by
+its running requests and its disaggregated requests in transfer or waiting to run: a prefill
+replica admits no request while none is free, a reservation waits for one.
 """
 
 from collections import deque
@@ -269,10 +279,29 @@ class PDFlow:
             if g is not None:
                 g.batch_end(r, prefill_tokens)
 
+    def _peek(self, req, u_route):
+        """The prefill replica _route would pick, changing nothing."""
+        waiting = [len(x.sched.waiting) + self.held[x.rid] for x in self.reps]
+        pools = [x.sched.pool for x in self.reps]
+        r = self.first["prefill"].pick(req, u_route, waiting, pools, commit=False)
+        g2 = self.sub.get(r)
+        if g2 is not None:
+            r = g2.pick(req, self.u[req.rid][0], waiting, pools, commit=False)
+        return r
+
+    def _uncached(self, req, r):
+        """Prompt tokens of req outside replica r's prefix cache (full blocks from the
+        first, as the prefix-aware router counts them; the whole prompt without caching)."""
+        pool = self.reps[r].sched.pool
+        return req.prompt - pool.longest_cached_prefix(req) * self.reps[r].p.block_size
+
     def route(self, req, u_route):
         d = self.pd.decider
         req.src = None
-        if d == "never" or (d == "uncached_tokens_above" and req.prompt <= self.pd.threshold):
+        if d == "never" or (
+            d == "uncached_tokens_above"
+            and self._uncached(req, self._peek(req, u_route)) <= self.pd.threshold
+        ):
             return self._route(req, "mixed", 0, u_route)
         req.src = self._route(req, "prefill", 0, u_route)
         req.dst = None
@@ -281,7 +310,7 @@ class PDFlow:
         return req.src
 
     def hands_off(self, req, r):
-        return req.src == r and req.dst is None and req.pd_decode > req.generated
+        return req.src == r and req.dst is None
 
     def request_end(self, r):
         for g in (self.top[r], self.sub.get(r)):
@@ -289,18 +318,52 @@ class PDFlow:
                 g.request_end(r)
 
     def hand_off(self, req, now_ns):
+        # the prefill's token is discarded; the decode side recomputes the last prompt token,
+        # which samples the first output token
         req.asked_decode = req.pd_decode
+        req.generated = 0
+        req.first_tok_ns = None
+        req.last_tok_ns = 0
+        req.processed = req.prompt - 1
+        req.prefill_done = True  # also after a preemption whose stale output finished it
+        assert req.inflight == 0 and req.placeholders == 0 and req.stale == 0
         d = self._route(req, "decode", 1, None)
         req.dst = d
-        req.need = -(-req.prompt // self.reps[d].p.block_size)
-        if not self.reserve_q[d] and req.need <= self.reps[d].sched.pool.free:
+        # the prefill replica keeps the request's blocks (and its block list) until the
+        # transfer ends
+        src = self.reps[req.src].sched
+        req.src_list = src.pool.caching and req.rid in src.pool.requests
+        src.held += req.src_list
+        if not self.reserve_q[d] and self._fits(req):
             self._start(req, now_ns)
         else:
             self.reserve_q[d].append(req)
 
+    def _fits(self, req):
+        """Whether req's prompt blocks fit on its decode replica now. With prefix caching
+        the decode replica first matches the prompt against its own cache: only the other
+        blocks are new (free hit blocks cost a free block each), and a block list must be
+        free."""
+        rep = self.reps[req.dst]
+        pool = rep.sched.pool
+        blocks = -(-req.prompt // rep.p.block_size)
+        if not pool.caching:
+            req.hit, req.need = 0, blocks
+            return req.need <= pool.free
+        hit, hit_free = pool.lookup(req, req.prompt)
+        req.hit, req.need = hit, blocks - hit
+        return rep.sched.lists_free() and req.need + hit_free <= pool.free
+
     def _start(self, req, now_ns):
-        self.reps[req.dst].sched.pool.allocate(req.rid, req.need)
-        nbytes = req.prompt * self.pd.tok_bytes[req.src]
+        rep = self.reps[req.dst]
+        pool = rep.sched.pool
+        if pool.caching:
+            pool.admit(req, req.hit, req.need)
+            rep.sched.held += 1
+        else:
+            pool.allocate(req.rid, req.need)
+        # bytes: the prompt tokens not cached on the decode replica
+        nbytes = (req.prompt - req.hit * rep.p.block_size) * self.pd.tok_bytes[req.src]
         if self.pd.contention == "fair_share":
             link = self.links[req.src]
             self._advance(link, now_ns)
@@ -346,6 +409,8 @@ class PDFlow:
 
     def _enter(self, rep, req):
         rep.sched.running.append(req)
+        if rep.sched.pool.caching:
+            rep.sched.held -= 1  # its block list now counts as a running request's
 
     def transfer_end(self, now_ns):
         due = self._due_link()
@@ -355,7 +420,12 @@ class PDFlow:
         k = min(range(len(self.transfers)), key=lambda j: self.transfers[j][:2])
         _, _, req = self.transfers.pop(k)
         self.reps[req.src].sched.pool.release(req.rid)
+        self.reps[req.src].sched.held -= req.src_list
         rep = self.reps[req.dst]
+        if rep.sched.pool.caching:
+            # the received blocks enter the cache as computed ones: all prompt tokens but
+            # the last
+            rep.sched.pool.cache_full_blocks(req, req.prompt - 1)
         req.replica = req.dst
         if not self.arrived_q[req.dst] and len(rep.sched.running) < rep.p.max_num_seqs:
             self._enter(rep, req)
@@ -371,7 +441,7 @@ class PDFlow:
         while q and len(rep.sched.running) < rep.p.max_num_seqs:
             self._enter(rep, q.popleft())
         q = self.reserve_q[rep.rid]
-        while q and q[0].need <= rep.sched.pool.free:
+        while q and self._fits(q[0]):
             self._start(q.popleft(), now_ns)
 
 
@@ -381,8 +451,11 @@ def _finish(rep: Replica, batch: InFlight, now_ns, router, v1: bool, flow=None) 
         had_token = req.generated > 0
         done = rep.sched.apply_output(req, n, now_ns) if v1 else req.vidur_advance(n, now_ns)
         if flow is not None:
-            if (not had_token and req.generated > 0) or (
-                getattr(req, "hold", False) and req.dst == rep.rid
+            dst = getattr(req, "dst", None)
+            # a prefill ends (a disaggregated request's first token on its decode replica is
+            # none); on a decode replica the first step of a hand-off ends
+            if (not had_token and req.generated > 0 and dst != rep.rid) or (
+                getattr(req, "hold", False) and dst == rep.rid
             ):
                 flow.prefill_end(req, rep.rid)
             if done:
@@ -437,9 +510,8 @@ def naive_sim(
     leading block (prefix caching and the prefix-aware router). Requests are in arrival order.
     replica_params: a cluster of pools: per replica its pool's (p, grids, tparams) (its stages,
     KV blocks and timing); p then holds what the router reads. None: every replica uses p.
-    pd: disaggregation (PD; vllm_v1 with counted blocks; every router, per-pool routers),
-    also a cluster of mixed pools with routers of their own (roles all mixed, decider never);
-    None: none.
+    pd: disaggregation (PD; vllm_v1; every router, per-pool routers), also a cluster of mixed
+    pools with routers of their own (roles all mixed, decider never); None: none.
     Returns per-request objects, per-batch records and the replicas' pools."""
     n = len(arrival_ns)
     reqs = make_requests(arrival_ns, prompt, decode, session, hashes)
@@ -464,6 +536,9 @@ def naive_sim(
         )
     router = Router(p)
     flow = PDFlow(pd, p, reps, n) if pd is not None else None
+    if flow is not None and p.enable_prefix_caching:
+        for rep in reps:  # block lists: twice the running requests (the engine's sizing)
+            rep.sched.slots = 2 * p.max_num_seqs
     log: list[BatchRecord] = []
     nxt = 0
     while True:

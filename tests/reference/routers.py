@@ -73,11 +73,11 @@ class Router:
         ranked = sorted(range(self.n), key=lambda r: (imb[r], r))
         return ranked.index(pinned) < self.top_k
 
-    def _choose(self, req, u, waiting_lengths, pools) -> int:
+    def _choose(self, req, u, waiting_lengths, pools, commit=True) -> int:
         policy = self.policy
         if policy in (P.ROUND_ROBIN, P.STICKY_ROUND_ROBIN):
             r = self.counter % self.n
-            self.counter += 1
+            self.counter += commit
             return r
         if policy == P.RANDOM:
             return min(int(u * self.n), self.n - 1)
@@ -95,8 +95,9 @@ class Router:
         self.add(req, r, pools)
         return r
 
-    def pick(self, req, u: float, waiting_lengths, pools) -> int:
-        """The replica for req (its session pinned there); no load added."""
+    def pick(self, req, u: float, waiting_lengths, pools, commit=True) -> int:
+        """The replica for req (its session pinned there unless commit is off, which also
+        leaves the round-robin counter); no load added."""
         pinned = self.session_replica.get(req.session) if self.policy in _SESSIONS else None
         if self.n == 1:
             r = 0
@@ -106,8 +107,8 @@ class Router:
         ):
             r = pinned
         else:
-            r = self._choose(req, u, waiting_lengths, pools)
-        if self.policy in _SESSIONS and req.session >= 0:
+            r = self._choose(req, u, waiting_lengths, pools, commit)
+        if commit and self.policy in _SESSIONS and req.session >= 0:
             self.session_replica[req.session] = r
         return r
 
@@ -156,9 +157,9 @@ class GroupRouter:
         self.ids = list(ids)
         self.at = {x: k for k, x in enumerate(self.ids)}
 
-    def pick(self, req, u, waiting_lengths, pools) -> int:
+    def pick(self, req, u, waiting_lengths, pools, commit=True) -> int:
         w = [waiting_lengths[x] for x in self.ids]
-        return self.ids[self.r.pick(req, u, w, [pools[x] for x in self.ids])]
+        return self.ids[self.r.pick(req, u, w, [pools[x] for x in self.ids], commit)]
 
     def add(self, req, r, pools) -> None:
         self.r.add(req, self.at[r], [pools[x] for x in self.ids])

@@ -368,8 +368,8 @@ class ClusterConfig:
     pd_decider: str = "always"
     """With prefill and decode pools: which requests are served disaggregated (the others go
     to the mixed pools): always, never, or uncached_tokens_above (prompts with more than
-    pd_uncached_tokens_above tokens not in a prefix cache; without prefix caching the whole
-    prompt)."""
+    pd_uncached_tokens_above tokens not in the prefix cache of the prefill replica the router
+    picks; without prefix caching the whole prompt)."""
     pd_uncached_tokens_above: int = 0
     """The threshold of pd_decider uncached_tokens_above."""
     kv_transfer: KVTransferConfig = field(default_factory=KVTransferConfig)

@@ -162,8 +162,8 @@ def is_pd(c: ClusterConfig) -> bool:
 
 def validate_pd(cfg: SimConfig) -> None:
     """Disaggregated serving: prefill and decode pools, the decider, the transfer link, and
-    what the flow supports yet (vllm_v1 without prefix caching or async scheduling); mixed
-    pools beside them take what the decider does not disaggregate."""
+    what the flow supports yet (vllm_v1); mixed pools beside them take what the decider does
+    not disaggregate."""
     c = cfg.cluster
     x = c.kv_transfer
     if not is_pd(c):
@@ -224,16 +224,6 @@ def validate_pd(cfg: SimConfig) -> None:
         raise ConfigError(
             "scheduler: prefill/decode pools are simulated with the vllm_v1 scheduler only "
             f"(got {type(s).__name__})"
-        )
-    if s.enable_prefix_caching:
-        raise ConfigError(
-            "scheduler.enable_prefix_caching: not simulated yet with prefill/decode pools; "
-            "set it to false"
-        )
-    if s.async_scheduling:
-        raise ConfigError(
-            "scheduler.async_scheduling: not simulated yet with prefill/decode pools; set it "
-            "to false"
         )
 
 

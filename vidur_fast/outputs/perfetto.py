@@ -372,8 +372,8 @@ def _write_pd(f, requests, batches, rep_all, sel, begin, end, tracks, every, sta
     s_rep, d_rep = src[idx], dst[idx]
     # hand-off: the prompt's end on the prefill replica (no later than the transfer start)
     hand = st_ns.copy()
-    if "prefill_completed_at" in requests:
-        pc = requests["prefill_completed_at"].to_numpy(np.float64)[idx]
+    if "prefill_end_at" in requests:
+        pc = requests["prefill_end_at"].to_numpy(np.float64)[idx]
         fin = np.isfinite(pc)
         pc_ns = np.round(np.where(fin, pc, 0.0) * 1e9).astype(np.int64)
         hand = np.where(fin & (pc_ns <= st_ns), pc_ns, st_ns)

@@ -162,8 +162,8 @@ def plot_timeseries(run, path: Path, max_points: int = SERIES_POINTS) -> Path | 
 
 
 def plot_replica_ttft(run, path: Path) -> Path | None:
-    """p50/p90/p99 TTFT of each replica (requests it served; a disaggregated request's
-    first token comes from its prefill replica)."""
+    """p50/p90/p99 TTFT of each replica (requests it served; a disaggregated request
+    counts with its prefill replica, where it queued and its prompt was computed)."""
     req = run.requests
     if "replica" not in req or len(req) == 0:
         return None
@@ -200,9 +200,10 @@ def _pool_names(run) -> list[str]:
 
 
 def request_pools(run) -> tuple[np.ndarray, np.ndarray]:
-    """(pool of each request's first token, pool where it completed), -1 where none: a
-    disaggregated request's first token comes from its prefill replica (`prefill_replica`),
-    its decoding from its decode replica (`replica`); otherwise both are `replica`'s pool."""
+    """(pool that computed each request's prompt, pool where it completed), -1 where none:
+    a disaggregated request's prompt is computed on its prefill replica (`prefill_replica`),
+    its output tokens, the first one included, on its decode replica (`replica`); otherwise
+    both are `replica`'s pool."""
     req = run.requests
     rep_pool = run.replicas.set_index("replica")["pool"].sort_index().to_numpy(np.int64)
     rep = req["replica"].to_numpy(np.int64)
@@ -236,7 +237,7 @@ def _step_at(t: np.ndarray, y: np.ndarray, at: np.ndarray) -> np.ndarray:
 
 
 def plot_pools(run, path: Path, bins: int = POOL_BINS) -> Path | None:
-    """Per pool: TTFT and TPOT CDFs (TTFT by the pool that gave the first token, TPOT by the
+    """Per pool: TTFT and TPOT CDFs (TTFT by the pool that computed the prompt, TPOT by the
     pool where the request completed), the share of its replicas' time a step was running
     and its mean KV-cache use over time. None for a one-pool run."""
     reps = run.replicas

@@ -32,6 +32,8 @@ PD_ROWS = (
     ("waited for decode KV", "num_waited_for_decode_kv", 1.0),
     ("decode KV wait mean (ms)", "decode_kv_wait_mean_s", 1e3),
     ("decode KV wait p99 (ms)", "decode_kv_wait_p99_s", 1e3),
+    ("prefill end to first token mean (ms)", "prefill_end_to_first_token_mean_s", 1e3),
+    ("prefill end to first token p99 (ms)", "prefill_end_to_first_token_p99_s", 1e3),
 )
 LINK_COLUMNS = (
     ("transfers", "num_transfers", 1.0),

@@ -169,7 +169,7 @@ def test_pool_plots_carry_one_series_per_pool(pd_run_dir, monkeypatch, tmp_path)
     axes = figs[0].axes
     ttft = [ln.get_label() for ln in axes[0].get_lines()]
     tpot = [ln.get_label() for ln in axes[1].get_lines()]
-    assert ttft == [POOLS[0]] and tpot == [POOLS[1]]  # first token on prefill, decoding on decode
+    assert ttft == [POOLS[0]] and tpot == [POOLS[1]]  # prompt on prefill, decoding on decode
     busy = axes[2].get_lines()
     assert [ln.get_label() for ln in busy] == [POOLS[0], POOLS[1]]
     assert [ln.get_label() for ln in axes[3].get_lines()] == [POOLS[0], POOLS[1]]
