@@ -38,6 +38,9 @@ from vidur_fast.kernels.router import (
     on_prefill_end_nb,
     on_request_end_nb,
     route_request_nb,
+    rt_batch_end_nb,
+    rt_prefill_end_nb,
+    rt_request_end_nb,
 )
 from vidur_fast.kernels.sched import (
     after_completion_nb,
@@ -264,28 +267,38 @@ def _finish_batch_nb(reps, kv, reqs, hist, cl, p, pools, pd, r, s, now_ns):
     Returns: requests completed (or -1 on a broken invariant).
     """
     done = 0
+    pd_on = pd.role.shape[0] > 0  # routed by pd.rt's groups
     for k in range(reps.bat_n[r, s]):
         i = reps.bat_req[r, s, k]
         n = reps.bat_tok[r, s, k]
         g_before = reqs.generated[i]
         complete = apply_output_nb(kv, reqs, hist, p, r, i, n, now_ns)
-        # (a disaggregated request's first token on its decode replica is no prefill end)
-        if g_before == 0 and reqs.generated[i] == 1 and (pd.role.shape[0] == 0 or pd.dst[i] != r):
+        if pd_on:
+            # a prefill ends (a disaggregated request's first token on its decode replica is
+            # none); on a decode replica the first step of a hand-off ends
+            if (g_before == 0 and reqs.generated[i] == 1 and pd.dst[i] != r) or (
+                pd.rt.hold[i] != 0 and pd.dst[i] == r
+            ):
+                rt_prefill_end_nb(reps, reqs, pd.rt, r, i)
+        elif g_before == 0 and reqs.generated[i] == 1:
             on_prefill_end_nb(reps, reqs, p, r, i)
-        if complete and pd.role.shape[0] > 0 and pd_hands_off_nb(reqs, pd, r, i):
+        if complete and pd_on and pd_hands_off_nb(reqs, pd, r, i):
             if reqs.status[i] == ReqStatus.PREEMPTED:
                 # NOTE(vllm): stale output (async) finished a preempted prefill: off the queue
                 wq_remove_nb(reps, reqs, r, i)
             else:
                 after_completion_nb(reps, p, r, i)
-            on_request_end_nb(reps, reqs, p, r, i)
+            rt_request_end_nb(reps, pd.rt, r)
             pd_handoff_nb(reps, kv, reqs, pd, pools, p, i, now_ns)
         elif complete:
             queued = reqs.status[i] == ReqStatus.PREEMPTED
             reqs.status[i] = ReqStatus.FINISHED
             reqs.done_ns[i] = now_ns
             free_request_nb(reps, kv, reqs, p, r, i, now_ns)
-            on_request_end_nb(reps, reqs, p, r, i)
+            if pd_on:
+                rt_request_end_nb(reps, pd.rt, r)
+            else:
+                on_request_end_nb(reps, reqs, p, r, i)
             done += 1
             if cl.heap_t.shape[0] > 0:
                 release_next_nb(cl, reqs, i, now_ns)
@@ -296,7 +309,10 @@ def _finish_batch_nb(reps, kv, reqs, hist, cl, p, pools, pd, r, s, now_ns):
                 after_completion_nb(reps, p, r, i)
         elif not after_step_nb(reps, reqs, p, r, i, reps.bat_seq[r, s]):
             return -1
-    on_batch_end_nb(reps, p, r, s)
+    if pd_on:
+        rt_batch_end_nb(reps, pd.rt, r, s)
+    else:
+        on_batch_end_nb(reps, p, r, s)
     reps.bat_n[r, s] = 0
     reps.bat_end[r, s] = NEVER
     reps.inflight[r] -= 1
@@ -320,7 +336,9 @@ def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, pools, pd, limit_ns, max_
     KV transfers end as a third kind of event, before arrivals and replica events at the
     same time (equal ends in request-id order); with fair-share contention a transfer's last
     byte leaving its link comes before those (equal times by link id, then request id);
-    empty = no disaggregation.
+    arrivals and hand-offs are routed by pd.rt's router groups (also in a cluster of mixed
+    pools with routers of their own: every replica mixed, no transfers); empty = no
+    disaggregation, the one cluster router (route_request_nb).
     Mutates: reqs, reps, kv, log, run (loop cursor, router state, TBT histogram), cl,
     grids.counters, pd.
     Returns: a RunStatus.

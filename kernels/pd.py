@@ -28,7 +28,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 from vidur_fast.kernels.blocks import accrue_kv_area_nb, ceil_div_nb, release_nb
-from vidur_fast.kernels.codes import ReqStatus, RouterPolicy
+from vidur_fast.kernels.codes import ReqStatus
 from vidur_fast.kernels.dtypes import NEVER, NO_ID
 from vidur_fast.kernels.kv import (
     admit_blocks_nb,
@@ -39,18 +39,16 @@ from vidur_fast.kernels.kv import (
 )
 from vidur_fast.kernels.pools import pool_sched_nb
 from vidur_fast.kernels.queues import run_append_nb
+from vidur_fast.kernels.router import RouteGroups, no_groups, rt_peek_nb, rt_route_nb
 
 ROLE_MIXED = 0
 ROLE_PREFILL = 1
 ROLE_DECODE = 2
 
-# PDState.ctl slots
-PD_RR_PREFILL = 0  # round-robin counter over the prefill replicas
-PD_RR_DECODE = 1  # round-robin counter over the decode replicas
+# PDState.ctl slots (0, 1 and 5 unused)
 PD_HEAP_N = 2  # transfers in flight (heap size)
 PD_STARTED = 3  # transfers started
 PD_WAITED = 4  # hand-offs that queued for decode KV blocks
-PD_RR_MIXED = 5  # round-robin counter over the mixed replicas
 PD_LINK_NEXT = 6  # earliest last-byte time over the links (NEVER: none, or contention none)
 PD_CTL = 8
 
@@ -107,6 +105,7 @@ class PDState(NamedTuple):
     src_slot: np.ndarray  # int64[N]
     src_blocks: np.ndarray  # int64[N]
     src_cached: np.ndarray  # int64[N]
+    rt: RouteGroups  # the routers over the mixed, prefill and decode replicas (kernels/router.py)
 
 
 def no_pd() -> PDState:
@@ -114,7 +113,9 @@ def no_pd() -> PDState:
     i = np.zeros(0, dtype=np.int64)
     f = np.zeros(0, dtype=np.float64)
     ctl = np.zeros(PD_CTL, np.int64)
-    return PDState(i, i, i, i, i, f, f, ctl, *([i] * 16), *([i] * 5), f, i, f, i, i, i, i)
+    return PDState(
+        i, i, i, i, i, f, f, ctl, *([i] * 16), *([i] * 5), f, i, f, i, i, i, i, no_groups()
+    )
 
 
 def make_pd(
@@ -126,9 +127,12 @@ def make_pd(
     decide: int = DECIDE_ALWAYS,
     threshold: int = 0,
     contention: int = CONTENTION_NONE,
+    routers: RouteGroups | None = None,
 ) -> PDState:
     """PDState of a PD cluster: role and tok_bytes per replica, the link, n requests, the
-    decider and its threshold, the link's contention model (CONTENTION_*)."""
+    decider and its threshold, the link's contention model (CONTENTION_*), the routers
+    (router.route_groups; None = the cluster router over each role's replicas, filled in by
+    engine.run.run_engine)."""
     role = np.asarray(role, dtype=np.int64)
     r = role.shape[0]
 
@@ -174,6 +178,7 @@ def make_pd(
         src_slot=full(n, NO_ID),
         src_blocks=full(n, 0),
         src_cached=full(n, 0),
+        rt=routers if routers is not None else no_groups(),
     )
 
 
@@ -368,26 +373,6 @@ def pd_link_done_nb(pd, now_ns):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _pick_nb(reps, pd, p, ids, rr_slot):
-    """The cluster's router over the replicas ids: round robin, or the fewest outstanding
-    requests (lor; ties to the lowest id).
-
-    Mutates: pd.ctl (round-robin counter), reps.pending (lor).
-    Returns: replica index.
-    """
-    if p.router == RouterPolicy.ROUND_ROBIN:
-        r = ids[pd.ctl[rr_slot] % ids.shape[0]]
-        pd.ctl[rr_slot] += 1
-        return r
-    r = ids[0]
-    for k in range(1, ids.shape[0]):
-        if reps.pending[ids[k]] < reps.pending[r]:
-            r = ids[k]
-    reps.pending[r] += 1
-    return r
-
-
-@njit(cache=True, nogil=True, _nrt=False)
 def _uncached_on_pick_nb(reps, kv, reqs, pd, p, i):
     """Prompt tokens of request i outside the prefix cache of the prefill replica the router
     would pick (full blocks from the first, as the prefix-aware router counts them; the whole
@@ -396,33 +381,25 @@ def _uncached_on_pick_nb(reps, kv, reqs, pd, p, i):
     Mutates: nothing.
     Returns: int.
     """
-    ids = pd.prefill_ids
-    if p.router == RouterPolicy.ROUND_ROBIN:
-        r = ids[pd.ctl[PD_RR_PREFILL] % ids.shape[0]]
-    else:
-        r = ids[0]
-        for k in range(1, ids.shape[0]):
-            if reps.pending[ids[k]] < reps.pending[r]:
-                r = ids[k]
+    r = rt_peek_nb(reps, kv, reqs, pd.rt, p, ROLE_PREFILL, i)
     return reqs.prompt[i] - cached_prefix_blocks_nb(kv, reqs, p, r, i) * p.block_size
 
 
 @njit(cache=True, nogil=True, _nrt=False)
 def pd_route_nb(reps, kv, reqs, pd, p, i):
     """Route arriving request i: disaggregated (the decider's choice) to a prefill replica,
-    where it runs with one output token; else to a mixed replica.
+    where it runs with one output token; else to a mixed replica (pd.rt's routers).
 
     Mutates: reps.pending, reqs.orig_decode, reqs.route_load, pd.
     Returns: replica index.
     """
-    reqs.route_load[i] = 1 if p.router == RouterPolicy.LOR else 0
     mode = pd.decide[0]
     mixed = mode == DECIDE_NEVER
     if mode == DECIDE_UNCACHED_ABOVE:
         mixed = _uncached_on_pick_nb(reps, kv, reqs, pd, p, i) <= pd.decide[1]
     if mixed:
-        return _pick_nb(reps, pd, p, pd.mixed_ids, PD_RR_MIXED)
-    r = _pick_nb(reps, pd, p, pd.prefill_ids, PD_RR_PREFILL)
+        return rt_route_nb(reps, kv, reqs, pd.rt, p, ROLE_MIXED, i, 0)
+    r = rt_route_nb(reps, kv, reqs, pd.rt, p, ROLE_PREFILL, i, 0)
     pd.src[i] = r
     pd.real_decode[i] = reqs.orig_decode[i]
     if reqs.orig_decode[i] > 1:
@@ -553,7 +530,7 @@ def pd_handoff_nb(reps, kv, reqs, pd, pools, p, i, now_ns):
     reqs.last_tok_ns[i] = 0
     reqs.processed[i] = reqs.prompt[i] - 1
     reqs.prefill_done[i] = 1  # also after a preemption whose stale output finished it
-    d = _pick_nb(reps, pd, p, pd.decode_ids, PD_RR_DECODE)
+    d = rt_route_nb(reps, kv, reqs, pd.rt, p, ROLE_DECODE, i, 1)
     pd.dst[i] = d
     pd.handoff_ns[i] = now_ns
     if pd.dq_head[d] == NO_ID and _fits_nb(reps, kv, reqs, pd, pools, p, i):

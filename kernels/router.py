@@ -9,8 +9,12 @@ is kept in reqs.route_load and taken off at its first prefill end. Ties go to th
 replica id (Vidur canary breaks them at random).
 """
 
+from typing import NamedTuple
+
+import numpy as np
 from numba import njit
 from vidur_fast.kernels.codes import RSTATE_RR, RSTATE_SESSIONS, RouterPolicy
+from vidur_fast.kernels.dtypes import NO_ID
 from vidur_fast.kernels.kv import cached_prefix_blocks_nb
 
 # routers that pin a request's session to a replica (they keep one rstate slot per session)
@@ -276,3 +280,431 @@ def on_request_end_nb(reps, reqs, p, r, i):
     """
     if _counts_requests_nb(p):
         reps.pending[r] -= 1
+
+
+# ---- routing over replica subsets (prefill/decode pools, per-pool routers) ----
+
+
+class RouteGroups(NamedTuple):
+    """Routers over subsets of the replicas (K groups, R replicas, N requests, S sessions).
+
+    Group g routes over rt.ids[rt.off[g]:rt.off[g + 1]] (ascending replica ids) with router
+    policy[g] and its knobs, its own round-robin counter and session pins. Each role (ROLE_*
+    index of kernels/pd.py) has one first-level group, first[role], over all its replicas;
+    a replica in a pool with its own router beside other pools of its role also has a
+    second-level group sub[r] over its pool's replicas (NO_ID: none). First-level loads are
+    reps.pending (each replica is in one first-level group, top[r]), second-level ones pend2;
+    what request i added is reqs.route_load[i] and load2[i]. least_waiting counts a decode
+    replica's waiting queue and its hand-offs not yet past their first step there (held: in
+    vLLM they wait in the decode scheduler's queue for their KV).
+    """
+
+    policy: np.ndarray  # int64[K], RouterPolicy of each group
+    tol: np.ndarray  # float64[K], tolerance factor (tolerant_sticky_lop_uncached)
+    top_k: np.ndarray  # int64[K], top_k (ranked_sticky_lop_uncached)
+    imb: np.ndarray  # int64[K], max_imbalance_tokens (prefix_aware)
+    off: np.ndarray  # int64[K + 1], group g's replicas: ids[off[g]:off[g + 1]]
+    ids: np.ndarray  # int64[M]
+    rr: np.ndarray  # int64[K], round-robin counters
+    sess: np.ndarray  # int64[K, S], replica of each session (NO_ID: not routed yet)
+    first: np.ndarray  # int64[3], first-level group of each role (NO_ID: no replicas)
+    top: np.ndarray  # int64[R], first-level group of each replica
+    sub: np.ndarray  # int64[R], second-level group of each replica (NO_ID: none)
+    pend2: np.ndarray  # int64[R], second-level loads
+    load2: np.ndarray  # int64[N], what request i added to pend2
+    hold: np.ndarray  # int64[N], 1 while a hand-off's decode-side prefill load is held
+    held: np.ndarray  # int64[R], hand-offs to the replica whose first step there has not ended
+    u: np.ndarray  # float64[N, 3], uniforms of random picks after the first (see rt_route_nb)
+
+
+def route_groups(
+    role, rep_pool, cluster: tuple, pool_routers: list, n: int, seed: int = 0
+) -> RouteGroups:
+    """RouteGroups of replicas with roles `role` (ROLE_* codes) in pools `rep_pool`: the
+    cluster router `cluster` = (RouterPolicy, tolerance_factor, top_k, max_imbalance_tokens)
+    and per pool its own router (such a tuple) or None. A role whose replicas are one pool
+    with its own router is routed by that router alone; otherwise the cluster router routes
+    over all the role's replicas and, where its pick lies in a pool with its own router, that
+    router picks again within the pool. n requests; seed draws the uniforms of the random
+    picks after the first. Session pins have no columns yet (with_sessions)."""
+    role = np.asarray(role, dtype=np.int64)
+    rep_pool = np.asarray(rep_pool, dtype=np.int64)
+    r_count = role.shape[0]
+    groups: list[tuple] = []
+    first = np.full(3, NO_ID, dtype=np.int64)
+    top = np.full(r_count, NO_ID, dtype=np.int64)
+    sub = np.full(r_count, NO_ID, dtype=np.int64)
+    for x in range(3):
+        mine = np.flatnonzero(role == x)
+        if mine.size == 0:
+            continue
+        qs = sorted(set(rep_pool[mine].tolist()))
+        own = pool_routers[qs[0]] if len(qs) == 1 else None
+        first[x] = len(groups)
+        top[mine] = len(groups)
+        groups.append((own if own is not None else cluster, mine))
+        if own is not None:
+            continue
+        for q in qs:
+            if pool_routers[q] is not None:
+                ids = mine[rep_pool[mine] == q]
+                sub[ids] = len(groups)
+                groups.append((pool_routers[q], ids))
+    off = np.zeros(len(groups) + 1, dtype=np.int64)
+    off[1:] = np.cumsum([g[1].size for g in groups])
+    ids = np.concatenate([g[1] for g in groups]).astype(np.int64) if groups else off[:0]
+    return RouteGroups(
+        policy=np.array([int(g[0][0]) for g in groups], dtype=np.int64),
+        tol=np.array([float(g[0][1]) for g in groups], dtype=np.float64),
+        top_k=np.array([int(g[0][2]) for g in groups], dtype=np.int64),
+        imb=np.array([int(g[0][3]) for g in groups], dtype=np.int64),
+        off=off,
+        ids=ids,
+        rr=np.zeros(len(groups), dtype=np.int64),
+        sess=np.full((len(groups), 0), NO_ID, dtype=np.int64),
+        first=first,
+        top=top,
+        sub=sub,
+        pend2=np.zeros(r_count, dtype=np.int64),
+        load2=np.zeros(n, dtype=np.int64),
+        hold=np.zeros(n, dtype=np.int64),
+        held=np.zeros(r_count, dtype=np.int64),
+        u=np.random.default_rng([seed, 2]).random((n, 3)),
+    )
+
+
+def no_groups() -> RouteGroups:
+    """The RouteGroups of a cluster routed by the one cluster router (no groups)."""
+    i = np.zeros(0, dtype=np.int64)
+    return RouteGroups(
+        i,
+        np.zeros(0),
+        i,
+        i,
+        np.zeros(1, np.int64),
+        i,
+        i,
+        np.zeros((0, 0), np.int64),
+        np.full(3, NO_ID, np.int64),
+        i,
+        i,
+        i,
+        i,
+        i,
+        i,
+        np.zeros((0, 3)),
+    )
+
+
+def pins_sessions(rt: RouteGroups) -> bool:
+    """Whether a group's router pins sessions (it needs dense session ids)."""
+    return any(int(x) in SESSION_ROUTERS for x in rt.policy)
+
+
+def with_sessions(rt: RouteGroups, n_sessions: int) -> RouteGroups:
+    """rt with a pin column per dense session id."""
+    return rt._replace(sess=np.full((rt.policy.shape[0], n_sessions), NO_ID, dtype=np.int64))
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _holds_until_prefill_nb(policy):
+    """Whether a router's load of a request lasts until its prefill completes.
+
+    Mutates: nothing.
+    Returns: bool.
+    """
+    return (
+        policy == RouterPolicy.LOP
+        or policy == RouterPolicy.STICKY
+        or policy == RouterPolicy.PREFIX_AWARE
+        or policy == RouterPolicy.LOP_BINARY
+        or _uncached_policy_nb(policy)
+    )
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _uncached_policy_nb(policy):
+    """Whether a router's load is the prompt tokens outside the replica's prefix cache.
+
+    Mutates: nothing.
+    Returns: bool.
+    """
+    return (
+        policy == RouterPolicy.LOP_UNCACHED
+        or policy == RouterPolicy.TOLERANT_STICKY_LOP_UNCACHED
+        or policy == RouterPolicy.RANKED_STICKY_LOP_UNCACHED
+    )
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _counts_nb(policy):
+    """Whether a router's load is requests routed and not finished (lor, sticky_lor).
+
+    Mutates: nothing.
+    Returns: bool.
+    """
+    return policy == RouterPolicy.LOR or policy == RouterPolicy.STICKY_LOR
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _g_argmin_nb(x, ids, lo, hi):
+    """Replica of ids[lo:hi] with the smallest x (ties: lowest id).
+
+    Mutates: nothing.
+    Returns: replica index.
+    """
+    best = ids[lo]
+    for k in range(lo + 1, hi):
+        if x[ids[k]] < x[best]:
+            best = ids[k]
+    return best
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _g_least_waiting_nb(reps, rt, lo, hi):
+    """Replica of rt.ids[lo:hi] with the fewest waiting requests: its waiting queue and the
+    hand-offs held for it (ties: lowest id).
+
+    Mutates: nothing.
+    Returns: replica index.
+    """
+    best = rt.ids[lo]
+    for k in range(lo + 1, hi):
+        r = rt.ids[k]
+        if reps.wq_len[r] + rt.held[r] < reps.wq_len[best] + rt.held[best]:
+            best = r
+    return best
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _g_imbalance_nb(pend, ids, lo, hi, r, add):
+    """max - min of the loads of ids[lo:hi] if replica r took add more.
+
+    Mutates: nothing.
+    Returns: int.
+    """
+    top = pend[r] + add
+    low = top
+    for k in range(lo, hi):
+        v = pend[ids[k]] + add if ids[k] == r else pend[ids[k]]
+        if v > top:
+            top = v
+        if v < low:
+            low = v
+    return top - low
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _g_least_imbalance_nb(pend, kv, reqs, p, ids, lo, hi, i):
+    """Replica of ids[lo:hi] whose taking request i's uncached prompt leaves the loads most
+    even (lowest id among equals).
+
+    Mutates: nothing.
+    Returns: replica index.
+    """
+    best = ids[lo]
+    best_imb = _g_imbalance_nb(pend, ids, lo, hi, best, _uncached_nb(kv, reqs, p, best, i))
+    for k in range(lo + 1, hi):
+        r = ids[k]
+        imb = _g_imbalance_nb(pend, ids, lo, hi, r, _uncached_nb(kv, reqs, p, r, i))
+        if imb < best_imb:
+            best, best_imb = r, imb
+    return best
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _g_keeps_session_nb(pend, kv, reqs, p, rt, g, i, pinned):
+    """Group g's tolerant/ranked test of the pinned replica (as _keeps_session_nb).
+
+    Mutates: nothing.
+    Returns: bool.
+    """
+    lo, hi = rt.off[g], rt.off[g + 1]
+    mine = _g_imbalance_nb(pend, rt.ids, lo, hi, pinned, _uncached_nb(kv, reqs, p, pinned, i))
+    least = mine
+    ahead = 0
+    for k in range(lo, hi):
+        r = rt.ids[k]
+        imb = _g_imbalance_nb(pend, rt.ids, lo, hi, r, _uncached_nb(kv, reqs, p, r, i))
+        if imb < least:
+            least = imb
+        if imb < mine or (imb == mine and r < pinned):
+            ahead += 1
+    if rt.policy[g] == RouterPolicy.TOLERANT_STICKY_LOP_UNCACHED:
+        return mine <= rt.tol[g] * least
+    return ahead < rt.top_k[g]
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _g_prefix_aware_nb(pend, kv, reqs, p, rt, g, i):
+    """Group g's prefix_aware pick (as _route_prefix_aware_nb, over its replicas).
+
+    Mutates: nothing.
+    Returns: replica index.
+    """
+    lo, hi = rt.off[g], rt.off[g + 1]
+    least = _g_argmin_nb(pend, rt.ids, lo, hi)
+    bound = pend[least] + rt.imb[g]
+    best = least
+    best_len = 0
+    for k in range(lo, hi):
+        r = rt.ids[k]
+        if pend[r] > bound:
+            continue
+        m = cached_prefix_blocks_nb(kv, reqs, p, r, i)
+        if m > best_len or (m == best_len and m > 0 and pend[r] < pend[best]):
+            best = r
+            best_len = m
+    return best
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _g_pick_nb(reps, kv, reqs, rt, p, g, pend, i, u, commit):
+    """The replica group g's router picks for request i over its replicas, as
+    route_request_nb does over all (pend: the group's loads; u: the uniform of a random
+    pick). commit: advance the round-robin counter and pin the request's session (else only
+    look). Adds no load.
+
+    Mutates: rt.rr, rt.sess (commit only).
+    Returns: replica index.
+    """
+    lo, hi = rt.off[g], rt.off[g + 1]
+    n = hi - lo
+    policy = rt.policy[g]
+    sid = reqs.session[i]
+    pins = _pins_sessions_nb(policy) and sid >= 0
+    pinned = rt.sess[g, sid] if pins else -1
+    if n == 1:
+        r = rt.ids[lo]
+    elif policy == RouterPolicy.ROUND_ROBIN or (
+        policy == RouterPolicy.STICKY_ROUND_ROBIN and pinned < 0
+    ):
+        r = rt.ids[lo + rt.rr[g] % n]
+        if commit:
+            rt.rr[g] += 1
+    elif policy == RouterPolicy.RANDOM:
+        k = int(u * n)
+        r = rt.ids[lo + (k if k < n else n - 1)]
+    elif pinned >= 0 and (
+        policy == RouterPolicy.STICKY
+        or policy == RouterPolicy.STICKY_ROUND_ROBIN
+        or policy == RouterPolicy.STICKY_LOR
+        or _g_keeps_session_nb(pend, kv, reqs, p, rt, g, i, pinned)
+    ):
+        r = pinned
+    elif policy == RouterPolicy.PREFIX_AWARE:
+        r = _g_prefix_aware_nb(pend, kv, reqs, p, rt, g, i)
+    elif policy == RouterPolicy.LEAST_WAITING:
+        r = _g_least_waiting_nb(reps, rt, lo, hi)
+    elif _uncached_policy_nb(policy):
+        r = _g_least_imbalance_nb(pend, kv, reqs, p, rt.ids, lo, hi, i)
+    else:
+        r = _g_argmin_nb(pend, rt.ids, lo, hi)
+    if pins and commit:
+        rt.sess[g, sid] = r
+    return r
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _g_load_nb(kv, reqs, p, policy, r, i):
+    """What request i adds to replica r's load under a router (route_request_nb's loads).
+
+    Mutates: nothing.
+    Returns: int.
+    """
+    if _counts_nb(policy) or policy == RouterPolicy.LOP_BINARY:
+        return 1
+    if _uncached_policy_nb(policy):
+        return _uncached_nb(kv, reqs, p, r, i)
+    if _holds_until_prefill_nb(policy) or policy == RouterPolicy.LOP_BATCH_END:
+        return reqs.prompt[i]
+    return 0
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def rt_route_nb(reps, kv, reqs, rt, p, role, i, stage):
+    """Route request i over the replicas of role (ROLE_* index): the role's first-level
+    router picks; when its pick lies in a pool with its own router, that router picks again
+    within the pool. Each adds its load to the replica chosen. stage 0 = arrival, 1 = the
+    hand-off to a decode replica (which holds its prefill-type loads until the request's
+    first step there ends). Random picks: the arrival's first-level pick reads
+    reqs.u_route[i], the other three rt.u[i].
+
+    Mutates: reps.pending, reqs.route_load, rt (counters, pins, pend2, load2, hold, held).
+    Returns: replica index.
+    """
+    g = rt.first[role]
+    u1 = reqs.u_route[i] if stage == 0 else rt.u[i, 1]
+    r = _g_pick_nb(reps, kv, reqs, rt, p, g, reps.pending, i, u1, True)
+    g2 = rt.sub[r]
+    if g2 != NO_ID:
+        r = _g_pick_nb(reps, kv, reqs, rt, p, g2, rt.pend2, i, rt.u[i, 2 * stage], True)
+        load2 = _g_load_nb(kv, reqs, p, rt.policy[g2], r, i)
+        rt.pend2[r] += load2
+        rt.load2[i] = load2
+    load = _g_load_nb(kv, reqs, p, rt.policy[g], r, i)
+    reps.pending[r] += load
+    reqs.route_load[i] = load
+    rt.hold[i] = stage
+    rt.held[r] += stage
+    return r
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def rt_peek_nb(reps, kv, reqs, rt, p, role, i):
+    """The replica rt_route_nb would pick for arriving request i over the replicas of role,
+    changing nothing (the decider asks it before routing).
+
+    Mutates: nothing.
+    Returns: replica index.
+    """
+    r = _g_pick_nb(reps, kv, reqs, rt, p, rt.first[role], reps.pending, i, reqs.u_route[i], False)
+    g2 = rt.sub[r]
+    if g2 != NO_ID:
+        r = _g_pick_nb(reps, kv, reqs, rt, p, g2, rt.pend2, i, rt.u[i, 0], False)
+    return r
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def rt_prefill_end_nb(reps, reqs, rt, r, i):
+    """Request i's prefill completed on replica r (on a decode replica: its first step
+    there): the routers whose load lasts until then take it off.
+
+    Mutates: reps.pending, rt.pend2, rt.hold, rt.held.
+    Returns: nothing.
+    """
+    rt.held[r] -= rt.hold[i]
+    rt.hold[i] = 0
+    if _holds_until_prefill_nb(rt.policy[rt.top[r]]):
+        reps.pending[r] -= reqs.route_load[i]
+    g2 = rt.sub[r]
+    if g2 != NO_ID and _holds_until_prefill_nb(rt.policy[g2]):
+        rt.pend2[r] -= rt.load2[i]
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def rt_batch_end_nb(reps, rt, r, s):
+    """lop_batch_end groups: replica r's finished batch in slot s takes its prompt tokens off.
+
+    Mutates: reps.pending, rt.pend2.
+    Returns: nothing.
+    """
+    if rt.policy[rt.top[r]] == RouterPolicy.LOP_BATCH_END:
+        reps.pending[r] -= reps.bat_npre[r, s]
+    g2 = rt.sub[r]
+    if g2 != NO_ID and rt.policy[g2] == RouterPolicy.LOP_BATCH_END:
+        rt.pend2[r] -= reps.bat_npre[r, s]
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def rt_request_end_nb(reps, rt, r):
+    """A request routed to replica r completed there (a prefill: handed off).
+
+    Mutates: reps.pending, rt.pend2.
+    Returns: nothing.
+    """
+    if _counts_nb(rt.policy[rt.top[r]]):
+        reps.pending[r] -= 1
+    g2 = rt.sub[r]
+    if g2 != NO_ID and _counts_nb(rt.policy[g2]):
+        rt.pend2[r] -= 1

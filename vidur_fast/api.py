@@ -42,6 +42,7 @@ from vidur_fast.kernels.pd import (
     make_pd,
 )
 from vidur_fast.kernels.pools import stack_pools
+from vidur_fast.kernels.router import route_groups
 from vidur_fast.metrics.closed_loop import (
     closed_loop_arrivals,
     closed_loop_metrics,
@@ -57,33 +58,46 @@ from vidur_fast.metrics.requests import request_metrics
 from vidur_fast.metrics.result import Result, replica_table
 from vidur_fast.metrics.summary import build_summary
 from vidur_fast.params.memory import kv_bytes_per_token
-from vidur_fast.params.setup import build_setup, check_strict, rejection_codes, rejection_report
+from vidur_fast.params.setup import (
+    build_setup,
+    check_strict,
+    rejection_codes,
+    rejection_report,
+    router_knobs,
+)
 from vidur_fast.timing.build import build_timing
 from vidur_fast.workload.build import build_workload
 from vidur_fast.workload.closed_loop import build_closed_loop
 from vidur_fast.workload.frontend import engine_arrivals, service_s
 
 
+def _routers(cfg: SimConfig) -> list[tuple[str, object]]:
+    """(field path, router) of the cluster's router and of each pool's own."""
+    own = [(f"cluster.pools[{k}].router", p.router) for k, p in enumerate(cfg.cluster.pools)]
+    return [("router", cfg.router)] + [x for x in own if x[1] is not None]
+
+
 def _needs_hashes(cfg: SimConfig) -> bool:
-    """Block hashes are read only when prefix caching or the router uses them."""
+    """Block hashes are read only when prefix caching or a router uses them."""
     s = cfg.scheduler
     caching = isinstance(s, VllmV1Scheduler) and s.enable_prefix_caching
-    return caching or isinstance(cfg.router, PrefixAwareRouter)
+    return caching or any(isinstance(r, PrefixAwareRouter) for _, r in _routers(cfg))
 
 
 def _check_workload_for_router(cfg: SimConfig, wl) -> None:
     """A router whose input the workload lacks is refused (it would silently act as another)."""
-    if isinstance(cfg.router, SESSION_ROUTER_TYPES) and not wl.has_sessions:
-        name = member_name(union_members(field_types(SimConfig)["router"]), cfg.router)
-        raise ConfigError(
-            f"router: {name} needs session ids in the workload (a trace with a session_id "
-            "column); this workload has none"
-        )
-    if isinstance(cfg.router, PrefixAwareRouter) and not wl.has_hashes:
-        raise ConfigError(
-            "router: prefix_aware needs prefix block hashes in the workload (a trace with "
-            "block_hash_ids and block_size, or Mooncake hash_ids); this workload has none"
-        )
+    for path, router in _routers(cfg):
+        if isinstance(router, SESSION_ROUTER_TYPES) and not wl.has_sessions:
+            name = member_name(union_members(field_types(SimConfig)["router"]), router)
+            raise ConfigError(
+                f"{path}: {name} needs session ids in the workload (a trace with a session_id "
+                "column); this workload has none"
+            )
+        if isinstance(router, PrefixAwareRouter) and not wl.has_hashes:
+            raise ConfigError(
+                f"{path}: prefix_aware needs prefix block hashes in the workload (a trace with "
+                "block_hash_ids and block_size, or Mooncake hash_ids); this workload has none"
+            )
 
 
 def run_header(cfg: SimConfig, model, device, wl) -> dict:
@@ -202,12 +216,36 @@ _DECIDERS = {
 }
 
 
+def _route_groups(cfg: SimConfig, role: list, n: int):
+    """The kernels' routers over the pools' replicas (kernels/router.py route_groups)."""
+    pools = cfg.cluster.pools
+    rep_pool = np.repeat(np.arange(len(pools)), [p.num_replicas for p in pools])
+    own = [
+        None if p.router is None else router_knobs(p.router, f"cluster.pools[{k}].router")
+        for k, p in enumerate(pools)
+    ]
+    return route_groups(role, rep_pool, router_knobs(cfg.router, "router"), own, n, cfg.seed)
+
+
 def _pd_setup(cfg: SimConfig, pools: list[_Pool], model):
     """With prefill/decode pools: the KV transfer link and a builder of the kernels' PDState
     (of the request count); None otherwise. The link is cluster.kv_transfer, else the first
-    prefill pool's node (its inter-node bandwidth and point-to-point latency)."""
+    prefill pool's node (its inter-node bandwidth and point-to-point latency). Mixed pools
+    with routers of their own and no prefill/decode pools: no link, and a PDState whose
+    replicas are all mixed and whose decider is never (it carries the routers only)."""
     if not is_pd(cfg.cluster):
-        return None, None
+        if all(p.router is None for p in cfg.cluster.pools):
+            return None, None
+        role = [ROLE_MIXED] * sum(p.num_replicas for p in cfg.cluster.pools)
+        return None, lambda n: make_pd(
+            role,
+            [0.0] * len(role),
+            1.0,
+            0.0,
+            n,
+            DECIDE_NEVER,
+            routers=_route_groups(cfg, role, n),
+        )
     roles = [p.role for p in cfg.cluster.pools]
     k = roles.index("prefill")
     node = pools[k].node
@@ -235,7 +273,17 @@ def _pd_setup(cfg: SimConfig, pools: list[_Pool], model):
         link["contention"] = x.contention
     decide = _DECIDERS[cfg.cluster.pd_decider]
     above = int(cfg.cluster.pd_uncached_tokens_above)
-    return link, lambda n: make_pd(role, tok_bytes, float(bw), float(lat), n, decide, above, share)
+    return link, lambda n: make_pd(
+        role,
+        tok_bytes,
+        float(bw),
+        float(lat),
+        n,
+        decide,
+        above,
+        share,
+        routers=_route_groups(cfg, role, n),
+    )
 
 
 def _pool_summaries(cfg, pools, req, replicas, sim_time_s, queued=None) -> list[dict]:
@@ -341,6 +389,8 @@ def simulate(
     phases["loop_cpu_s"] = out.loop_cpu_s
     t = time.perf_counter()
     out.kv = without_pool(out.kv)
+    if not is_pd(cfg.cluster):  # a PDState that carried per-pool routers only
+        out.disagg = None
     if out.disagg is not None:  # requests never handed off still run with one output token
         held = out.disagg.src != NO_ID
         out.reqs.orig_decode[held] = out.disagg.real_decode[held]

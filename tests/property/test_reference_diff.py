@@ -29,6 +29,7 @@ from vidur_fast.kernels.pd import (
     make_pd,
 )
 from vidur_fast.kernels.pools import stack_pools
+from vidur_fast.kernels.router import route_groups
 from vidur_fast.kernels.timing import TimingParams
 
 from tests.helpers.engine_harness import sched_params
@@ -601,3 +602,167 @@ def test_v1_pd_fair_share_cases_share_a_link():
         assert (dur >= alone - 1).all()
         longer += int((dur > alone).sum())
     assert longer > 0
+
+
+# ---- every router over prefill/decode and mixed pools, and routers per pool ----
+
+ROUTER_CASES = 4
+
+
+def _knobs(rng, policy) -> tuple:
+    """A router's knobs (policy, tolerance factor, top_k, max_imbalance_tokens), drawn."""
+    tol = float(rng.choice([0.5, 1.0, 2.0]))
+    return (int(policy), tol, int(rng.choice([1, 2, 3])), int(rng.choice([0, 40, 16384])))
+
+
+def _own_routers(rng, n_pools: int, share: float) -> list:
+    """Per pool a router of its own (any policy) with probability share, else None."""
+    return [
+        _knobs(rng, rng.choice(ROUTERS)) if rng.random() < share else None for _ in range(n_pools)
+    ]
+
+
+def run_routed(case, sp, grids, tp, rng, policy, pd_roles):
+    """Pools with roles pd_roles (the first pool's settings and another pool's, alternating),
+    the cluster router `policy` (its knobs drawn) and, on some pools, routers of their own;
+    the engine's route groups against the reference's. Without prefill/decode roles, the
+    decider is never and the pools are mixed pools behind per-pool routers."""
+    knobs = _knobs(rng, policy)
+    sp = sp._replace(
+        router=knobs[0],
+        router_tolerance_factor=knobs[1],
+        router_top_k=knobs[2],
+        max_imbalance_tokens=knobs[3],
+    )
+    p1, g1, t1 = other_pool(rng, sp, grids, tp)
+    per_pool = [(sp, grids, tp) if k % 2 == 0 else (p1, g1, t1) for k in range(len(pd_roles))]
+    counts = [int(rng.integers(1, 4)) for _ in pd_roles]
+    rep_pool = np.repeat(np.arange(len(counts)), counts)
+    own = _own_routers(rng, len(counts), 0.6)
+    sp_all = sp._replace(
+        num_replicas=int(rep_pool.size),
+        pp=max(sp.pp, p1.pp),
+        usable_blocks=max(sp.usable_blocks, p1.usable_blocks),
+        max_num_seqs=max(sp.max_num_seqs, p1.max_num_seqs),
+    )
+    pools = stack_pools(
+        rep_pool, [x[0] for x in per_pool], [x[2] for x in per_pool], [x[1] for x in per_pool]
+    )
+    rep_roles = [pd_roles[q] for q in rep_pool]
+    codes = [{"prefill": ROLE_PREFILL, "decode": ROLE_DECODE}.get(x, ROLE_MIXED) for x in rep_roles]
+    disagg = "prefill" in pd_roles
+    decider = "always"
+    if not disagg:
+        decider = "never"
+    elif "mixed" in pd_roles:
+        decider = "uncached_tokens_above"
+    threshold = int(np.median(case.prompt)) if decider == "uncached_tokens_above" else 0
+    decide = {"always": DECIDE_ALWAYS, "never": DECIDE_NEVER}.get(decider, DECIDE_UNCACHED_ABOVE)
+    n = len(case.arrival_s)
+    groups = route_groups(codes, rep_pool, knobs, own, n, int(rng.integers(1 << 30)))
+    rep_tok = [float(rng.choice([1000.0, 131072.0])) for _ in rep_pool]
+    bw, lat = float(rng.choice([50.0, 7.3])), float(rng.choice([0.0, 3.0]))
+    hash_off = np.zeros(n + 1, dtype=np.int64)
+    hash_off[1:] = np.cumsum([len(h) for h in case.hashes])
+    flat = np.array([h for hs in case.hashes for h in hs], dtype=np.int64)
+    out = run_engine(
+        case.arrival_s,
+        case.prompt,
+        case.decode,
+        case.session,
+        hash_off,
+        case.rejected,
+        grids,
+        tp,
+        sp_all,
+        case.u_route,
+        hashes=flat,
+        pools=pools,
+        pd_setup=lambda k: make_pd(
+            codes, rep_tok, bw, lat, k, decide, threshold, CONTENTION_NONE, routers=groups
+        ),
+    )
+    held = out.disagg.src != NO_ID
+    out.reqs.orig_decode[held] = out.disagg.real_decode[held]
+    arrival_ns = np.round(case.arrival_s * NS_PER_S).astype(np.int64)
+    ref = naive_sim(
+        arrival_ns,
+        case.prompt,
+        case.decode,
+        sp_all,
+        grids,
+        tp,
+        case.u_route,
+        rejected=case.rejected,
+        session=case.session,
+        hashes=case.hashes,
+        replica_params=[per_pool[q] for q in rep_pool],
+        pd=PD(
+            rep_roles, rep_tok, bw, lat, decider, threshold, "none", list(rep_pool), own, groups.u
+        ),
+    )
+    return out, ref, sp_all, [per_pool[q][0] for q in rep_pool]
+
+
+def assert_loads_drained(out):
+    """Every router's load is back to 0 once all requests completed (lop_batch_end's need
+    not be: prompt tokens served from a cache or on a decode replica are never taken off)."""
+    rt = out.disagg.rt
+    for r in range(rt.top.shape[0]):
+        if rt.policy[rt.top[r]] != RouterPolicy.LOP_BATCH_END:
+            assert out.reps.pending[r] == 0, f"replica {r}: first-level load"
+        if rt.sub[r] != NO_ID and rt.policy[rt.sub[r]] != RouterPolicy.LOP_BATCH_END:
+            assert rt.pend2[r] == 0, f"replica {r}: its pool's router's load"
+    assert (rt.hold == 0).all() and (rt.held == 0).all()
+
+
+PD_LAYOUTS = [
+    ["prefill", "decode"],
+    ["prefill", "decode", "prefill", "decode"],
+    ["decode", "prefill", "prefill", "mixed"],
+    ["prefill", "decode", "decode", "mixed", "mixed"],
+]
+
+
+@pytest.mark.parametrize("seed", range(ROUTER_CASES))
+@pytest.mark.parametrize("policy", ROUTERS, ids=lambda p: p.name.lower())
+def test_v1_pd_every_router_equal_reference(policy, seed):
+    """Prefill/decode pools (several of a role, a mixed pool beside them) x every cluster
+    router, some pools with routers of their own; prefix caching and async scheduling on in
+    some cases (the prefix-cache routers see each replica's cache)."""
+    case, sp, grids, tp = random_v1_case(seed % 2 == 1, seed % 4 >= 2, seed)
+    rng = np.random.default_rng([11, int(policy), seed])
+    roles = PD_LAYOUTS[int(rng.integers(len(PD_LAYOUTS)))]
+    out, *rest = run_routed(case, sp, grids, tp, rng, policy, roles)
+    assert_same_on_pools(out, *rest)
+    assert_loads_drained(out)
+
+
+@pytest.mark.parametrize("seed", range(ROUTER_CASES))
+@pytest.mark.parametrize("policy", ROUTERS, ids=lambda p: p.name.lower())
+def test_v1_mixed_pools_with_own_routers_equal_reference(policy, seed):
+    """Mixed pools behind the cluster router and per-pool routers, prefix caching on half the
+    cases (the prefix-cache routers see the replicas' caches)."""
+    case, sp, grids, tp = random_v1_case(seed % 2 == 1, seed % 4 == 3, seed)
+    rng = np.random.default_rng([12, int(policy), seed])
+    roles = ["mixed"] * int(rng.integers(2, 4))
+    out, *rest = run_routed(case, sp, grids, tp, rng, policy, roles)
+    assert_same_on_pools(out, *rest)
+    assert_loads_drained(out)
+
+
+def test_router_cases_use_two_levels_and_own_routers():
+    """The router cases exercise what they claim: a second-level pick inside a pool, a role
+    routed by its one pool's own router, and session pins."""
+    second = single = pinned = 0
+    for policy in ROUTERS:
+        for seed in range(ROUTER_CASES):
+            case, sp, grids, tp = random_v1_case(seed % 2 == 1, seed % 4 >= 2, seed)
+            rng = np.random.default_rng([11, int(policy), seed])
+            roles = PD_LAYOUTS[int(rng.integers(len(PD_LAYOUTS)))]
+            out, *_ = run_routed(case, sp, grids, tp, rng, policy, roles)
+            rt = out.disagg.rt
+            second += int((rt.sub != NO_ID).any())
+            single += int((rt.policy[rt.first[rt.first >= 0]] != policy).any())
+            pinned += int((rt.sess != NO_ID).any())
+    assert second > 0 and single > 0 and pinned > 0

@@ -13,9 +13,9 @@ step ends, whichever is later, and the step ends its GPU time (stage time minus 
 after that.
 
 Prefill/decode disaggregation (pd given): arrivals the decider disaggregates go to the prefill
-replicas (round robin or fewest outstanding requests; the others to the mixed replicas) and
-run there with one output token, which is discarded; at that step's end the request picks a
-decode replica the same way, which reserves its prompt's blocks when they fit
+replicas (the others to the mixed replicas) and run there with one output token, which is
+discarded; at that step's end the request picks a decode replica, which reserves its prompt's
+blocks when they fit
 and no earlier hand-off waits there (else a FIFO served after the replica's batch ends), and
 its transfer (latency + bytes / bandwidth) starts. Transfer ends come before arrivals and
 replica events at the same time (equal ends by request id): the prefill replica frees the
@@ -26,6 +26,11 @@ output token. With fair_share
 contention the transfers leaving one prefill replica share its bandwidth equally (processor
 sharing): a transfer's last byte leaves when the bytes it was owed are sent, it ends the
 latency later; last bytes come before transfer ends at the same time (lowest link first).
+Each role's replicas are routed by one router (the cluster's, or its one pool's own); where
+the role has several pools, one with a router of its own re-picks within itself after the
+cluster router's pick fell there. The decode side holds a prefill-type load (lop, sticky,
+...) until the request's first step there ends, and least_waiting counts such hand-offs as
+waiting there.
 With prefix caching the prefill replica serves the prompt from its cache as any replica; the
 decode replica first matches the prompt against its own cache and reserves (and receives)
 only the other blocks, which enter its cache once received (the full blocks of all prompt
@@ -38,13 +43,14 @@ replica admits no request while none is free, a reservation waits for one.
 from collections import deque
 from dataclasses import dataclass, field
 
-from vidur_fast.kernels.codes import RouterPolicy, SchedPolicy
+import numpy as np
+from vidur_fast.kernels.codes import SchedPolicy
 from vidur_fast.kernels.dtypes import NS_PER_MS
 
 from tests.reference.block_pool import CountedBlockPool
 from tests.reference.prefix_pool import PrefixCachingBlockPool
 from tests.reference.request import Request
-from tests.reference.routers import Router
+from tests.reference.routers import GroupRouter, Router
 from tests.reference.sched_v1 import VllmV1
 from tests.reference.sched_vidur import FasterTransformer, LightLLM, Orca, Sarathi, VllmV0
 from tests.reference.timing import batch_features, host_ns, stage_ns
@@ -194,21 +200,25 @@ class PD:
     decider: str = "always"  # or never, uncached_tokens_above (threshold: prompt tokens)
     threshold: int = 0
     contention: str = "none"  # or fair_share: one link per prefill replica, shared equally
+    # routers: per replica its pool, per pool its own router's knobs (policy, tolerance
+    # factor, top_k, max_imbalance_tokens) or None, and per request the uniforms of the random
+    # picks after the first (3 each); None = the cluster router over each role's replicas
+    rep_pool: list | None = None
+    pool_routers: list | None = None
+    u: object = None
 
 
 class PDFlow:
     """The reference's disaggregation state: its own routing loads, the transfers in
     flight, and per decode replica the reservation and arrival FIFOs."""
 
-    def __init__(self, pd: PD, p, reps):
+    def __init__(self, pd: PD, p, reps, n):
         self.pd = pd
-        self.lor = p.router == RouterPolicy.LOR
         self.reps = reps
         self.pre = [r for r, x in enumerate(pd.roles) if x == "prefill"]
         self.dec = [r for r, x in enumerate(pd.roles) if x == "decode"]
         self.mixed = [r for r, x in enumerate(pd.roles) if x == "mixed"]
-        self.rr = [0, 0, 0]
-        self.load = [0] * len(pd.roles)
+        self._groups(p, n)
         self.transfers = []  # (end ns, request)
         self.reserve_q = [deque() for _ in pd.roles]
         self.arrived_q = [deque() for _ in pd.roles]
@@ -216,20 +226,68 @@ class PDFlow:
         # time of last update, {request id: (virtual time of its last byte, request)}]
         self.links = {r: [0.0, 0, {}] for r in self.pre}
 
-    def _pick(self, ids, k):
-        if not self.lor:
-            r = ids[self.rr[k] % len(ids)]
-            self.rr[k] += 1
-            return r
-        r = min(ids, key=lambda x: (self.load[x], x))
-        self.load[r] += 1
+    def _groups(self, p, n):
+        """Per role a router over its replicas; in a role of several pools, each pool with a
+        router of its own re-picks within the pool (the engine's route_groups)."""
+        pd = self.pd
+        rep_pool = pd.rep_pool if pd.rep_pool is not None else [0] * len(pd.roles)
+        own = pd.pool_routers or [None] * (max(rep_pool) + 1)
+        cluster = (p.router, p.router_tolerance_factor, p.router_top_k, p.max_imbalance_tokens)
+        self.u = pd.u if pd.u is not None else np.random.default_rng([0, 2]).random((n, 3))
+        self.first, self.top, self.sub = {}, {}, {}
+        self.held = [0] * len(pd.roles)  # hand-offs to a replica not past their first step
+        for role, mine in (("mixed", self.mixed), ("prefill", self.pre), ("decode", self.dec)):
+            if not mine:
+                continue
+            qs = sorted({rep_pool[r] for r in mine})
+            single = own[qs[0]] if len(qs) == 1 else None
+            g = GroupRouter(p, mine, single if single is not None else cluster)
+            self.first[role] = g
+            self.top.update({r: g for r in mine})
+            if single is not None:
+                continue
+            for q in qs:
+                if own[q] is not None:
+                    ids = [r for r in mine if rep_pool[r] == q]
+                    g2 = GroupRouter(p, ids, own[q])
+                    self.sub.update({r: g2 for r in ids})
+
+    def _route(self, req, role, stage, u_route):
+        waiting = [len(x.sched.waiting) + self.held[x.rid] for x in self.reps]
+        pools = [x.sched.pool for x in self.reps]
+        g = self.first[role]
+        r = g.pick(req, u_route if stage == 0 else self.u[req.rid][1], waiting, pools)
+        g2 = self.sub.get(r)
+        if g2 is not None:
+            r = g2.pick(req, self.u[req.rid][2 * stage], waiting, pools)
+            g2.add(req, r, pools)
+        g.add(req, r, pools)
+        req.hold = stage == 1
+        self.held[r] += stage
         return r
 
-    def _peek(self, ids, k):
-        """The replica _pick would return, without counting the pick."""
-        if not self.lor:
-            return ids[self.rr[k] % len(ids)]
-        return min(ids, key=lambda x: (self.load[x], x))
+    def prefill_end(self, req, r):
+        if getattr(req, "hold", False):
+            self.held[r] -= 1
+        req.hold = False
+        for g in (self.top[r], self.sub.get(r)):
+            if g is not None:
+                g.prefill_end(req, r)
+
+    def batch_end(self, r, prefill_tokens):
+        for g in (self.top[r], self.sub.get(r)):
+            if g is not None:
+                g.batch_end(r, prefill_tokens)
+
+    def _peek(self, req, u_route):
+        """The prefill replica _route would pick, changing nothing."""
+        waiting = [len(x.sched.waiting) + self.held[x.rid] for x in self.reps]
+        pools = [x.sched.pool for x in self.reps]
+        r = self.first["prefill"].pick(req, u_route, waiting, pools, commit=False)
+        g2 = self.sub.get(r)
+        if g2 is not None:
+            r = g2.pick(req, self.u[req.rid][0], waiting, pools, commit=False)
+        return r
 
     def _uncached(self, req, r):
         """Prompt tokens of req outside replica r's prefix cache (full blocks from the
@@ -237,15 +295,15 @@ class PDFlow:
         pool = self.reps[r].sched.pool
         return req.prompt - pool.longest_cached_prefix(req) * self.reps[r].p.block_size
 
-    def route(self, req):
+    def route(self, req, u_route):
         d = self.pd.decider
         req.src = None
         if d == "never" or (
             d == "uncached_tokens_above"
-            and self._uncached(req, self._peek(self.pre, 0)) <= self.pd.threshold
+            and self._uncached(req, self._peek(req, u_route)) <= self.pd.threshold
         ):
-            return self._pick(self.mixed, 2)
-        req.src = self._pick(self.pre, 0)
+            return self._route(req, "mixed", 0, u_route)
+        req.src = self._route(req, "prefill", 0, u_route)
         req.dst = None
         req.pd_decode = req.asked_decode
         req.asked_decode = min(req.asked_decode, 1)
@@ -255,8 +313,9 @@ class PDFlow:
         return req.src == r and req.dst is None
 
     def request_end(self, r):
-        if self.lor:
-            self.load[r] -= 1
+        for g in (self.top[r], self.sub.get(r)):
+            if g is not None:
+                g.request_end(r)
 
     def hand_off(self, req, now_ns):
         # the prefill's token is discarded; the decode side recomputes the last prompt token,
@@ -268,7 +327,7 @@ class PDFlow:
         req.processed = req.prompt - 1
         req.prefill_done = True  # also after a preemption whose stale output finished it
         assert req.inflight == 0 and req.placeholders == 0 and req.stale == 0
-        d = self._pick(self.dec, 1)
+        d = self._route(req, "decode", 1, None)
         req.dst = d
         # the prefill replica keeps the request's blocks (and its block list) until the
         # transfer ends
@@ -392,6 +451,13 @@ def _finish(rep: Replica, batch: InFlight, now_ns, router, v1: bool, flow=None) 
         had_token = req.generated > 0
         done = rep.sched.apply_output(req, n, now_ns) if v1 else req.vidur_advance(n, now_ns)
         if flow is not None:
+            dst = getattr(req, "dst", None)
+            # a prefill ends (a disaggregated request's first token on its decode replica is
+            # none); on a decode replica the first step of a hand-off ends
+            if (not had_token and req.generated > 0 and dst != rep.rid) or (
+                getattr(req, "hold", False) and dst == rep.rid
+            ):
+                flow.prefill_end(req, rep.rid)
             if done:
                 flow.request_end(rep.rid)
                 finished.add(req.rid)
@@ -409,7 +475,10 @@ def _finish(rep: Replica, batch: InFlight, now_ns, router, v1: bool, flow=None) 
             router.on_request_end(req)
             finished.add(req.rid)
     rep.sched.on_batch_end(batch.items, finished)
-    router.on_batch_end(rep.rid, batch.prefill_tokens)
+    if flow is not None:
+        flow.batch_end(rep.rid, batch.prefill_tokens)
+    else:
+        router.on_batch_end(rep.rid, batch.prefill_tokens)
     rep.batches.remove(batch)
 
 
@@ -441,7 +510,8 @@ def naive_sim(
     leading block (prefix caching and the prefix-aware router). Requests are in arrival order.
     replica_params: a cluster of pools: per replica its pool's (p, grids, tparams) (its stages,
     KV blocks and timing); p then holds what the router reads. None: every replica uses p.
-    pd: disaggregation (PD; vllm_v1, round robin or lor); None: none.
+    pd: disaggregation (PD; vllm_v1; every router, per-pool routers), also a cluster of mixed
+    pools with routers of their own (roles all mixed, decider never); None: none.
     Returns per-request objects, per-batch records and the replicas' pools."""
     n = len(arrival_ns)
     reqs = make_requests(arrival_ns, prompt, decode, session, hashes)
@@ -465,7 +535,7 @@ def naive_sim(
             )
         )
     router = Router(p)
-    flow = PDFlow(pd, p, reps) if pd is not None else None
+    flow = PDFlow(pd, p, reps, n) if pd is not None else None
     if flow is not None and p.enable_prefix_caching:
         for rep in reps:  # block lists: twice the running requests (the engine's sizing)
             rep.sched.slots = 2 * p.max_num_seqs
@@ -488,7 +558,7 @@ def naive_sim(
                 req.rejected = True  # never routed
                 continue
             if flow is not None:
-                req.replica = flow.route(req)
+                req.replica = flow.route(req, float(u_route[req.rid]))
             else:
                 req.replica = router.route(
                     req,

@@ -73,11 +73,11 @@ class Router:
         ranked = sorted(range(self.n), key=lambda r: (imb[r], r))
         return ranked.index(pinned) < self.top_k
 
-    def _choose(self, req, u, waiting_lengths, pools) -> int:
+    def _choose(self, req, u, waiting_lengths, pools, commit=True) -> int:
         policy = self.policy
         if policy in (P.ROUND_ROBIN, P.STICKY_ROUND_ROBIN):
             r = self.counter % self.n
-            self.counter += 1
+            self.counter += commit
             return r
         if policy == P.RANDOM:
             return min(int(u * self.n), self.n - 1)
@@ -91,6 +91,13 @@ class Router:
         return self._least_loaded()
 
     def route(self, req, u: float, waiting_lengths, pools) -> int:
+        r = self.pick(req, u, waiting_lengths, pools)
+        self.add(req, r, pools)
+        return r
+
+    def pick(self, req, u: float, waiting_lengths, pools, commit=True) -> int:
+        """The replica for req (its session pinned there unless commit is off, which also
+        leaves the round-robin counter); no load added."""
         pinned = self.session_replica.get(req.session) if self.policy in _SESSIONS else None
         if self.n == 1:
             r = 0
@@ -100,9 +107,13 @@ class Router:
         ):
             r = pinned
         else:
-            r = self._choose(req, u, waiting_lengths, pools)
-        if self.policy in _SESSIONS and req.session >= 0:
+            r = self._choose(req, u, waiting_lengths, pools, commit)
+        if commit and self.policy in _SESSIONS and req.session >= 0:
             self.session_replica[req.session] = r
+        return r
+
+    def add(self, req, r: int, pools) -> None:
+        """req's load on replica r."""
         if self.policy in (P.LOR, P.STICKY_LOR, P.LOP_BINARY):
             load = 1
         elif self.policy in _UNCACHED:
@@ -113,7 +124,6 @@ class Router:
             load = 0
         self.pending[r] += load
         self.load[req.rid] = load
-        return r
 
     def on_prefill_end(self, req) -> None:
         if self.policy in _UNTIL_PREFILL_END:
@@ -127,3 +137,41 @@ class Router:
     def on_request_end(self, req) -> None:
         if self.policy in (P.LOR, P.STICKY_LOR):
             self.pending[req.replica] -= 1
+
+
+class GroupRouter:
+    """A router over the replicas ids (ascending) with its own knobs (policy, tolerance
+    factor, top_k, max_imbalance_tokens): it picks as Router would over that subset alone."""
+
+    def __init__(self, p, ids, knobs):
+        code, tol, top_k, imb = knobs
+        self.r = Router(
+            p._replace(
+                router=int(code),
+                num_replicas=len(ids),
+                router_tolerance_factor=float(tol),
+                router_top_k=int(top_k),
+                max_imbalance_tokens=int(imb),
+            )
+        )
+        self.ids = list(ids)
+        self.at = {x: k for k, x in enumerate(self.ids)}
+
+    def pick(self, req, u, waiting_lengths, pools, commit=True) -> int:
+        w = [waiting_lengths[x] for x in self.ids]
+        return self.ids[self.r.pick(req, u, w, [pools[x] for x in self.ids], commit)]
+
+    def add(self, req, r, pools) -> None:
+        self.r.add(req, self.at[r], [pools[x] for x in self.ids])
+
+    def prefill_end(self, req, r) -> None:
+        if self.r.policy in _UNTIL_PREFILL_END:
+            self.r.pending[self.at[r]] -= self.r.load[req.rid]
+
+    def request_end(self, r) -> None:
+        if self.r.policy in (P.LOR, P.STICKY_LOR):
+            self.r.pending[self.at[r]] -= 1
+
+    def batch_end(self, r, prefill_tokens) -> None:
+        if self.r.policy == P.LOP_BATCH_END:
+            self.r.pending[self.at[r]] -= prefill_tokens

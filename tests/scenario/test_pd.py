@@ -379,7 +379,109 @@ def test_bad_pd_input_one_line_exit_2(case, tmp_path, capsys):
     assert not out.exists()
 
 
-def test_bad_router_for_pd(tmp_path, capsys):
-    path = _pd_file(tmp_path, _pools())
-    code, lines = run_cli(["--quiet", *FAST_TIMING_ARGS, "--config", path, "router:lop"], capsys)
-    assert_one_error(code, lines, "router:")
+SPACED = {"type": "UniformIntervals", "qps": 2.0}  # a request every 0.5 s
+ROUTED = {  # (prefill pool's router, decode pool's router, arrivals, prefill and decode replicas)
+    "cluster_round_robin": (None, None, SPACED, [0, 1, 0, 1], [2, 3, 2, 3]),
+    "prefill_pool_lop": ("lop", None, SPACED, [0, 0, 0, 0], [2, 3, 2, 3]),
+    "decode_pool_least_waiting_spaced": (None, "least_waiting", SPACED, [0, 1, 0, 1], [2] * 4),
+    "decode_pool_least_waiting_at_once": (
+        None,
+        "least_waiting",
+        "StaticIntervals",
+        [0, 1, 0, 1],
+        [2, 3, 2, 3],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(ROUTED))
+def test_pool_router_picks_inside_its_pool(case):
+    """2P2D, cluster router round_robin. A request every 0.5 s: a prefill pool routed by lop
+    sends every request to its first replica (each prefill has ended before the next
+    arrival, so both loads are 0 again), and a decode pool routed by least_waiting every
+    hand-off to its first replica (each has had its first decode step, so none waits). All
+    four at once: the two prefill replicas hand off requests 0 and 1 at one time, then 2
+    and 3; least_waiting counts a hand-off not yet past its first decode step as waiting, so
+    the second of each pair goes to the other decode replica. The pools without a router of
+    their own stay round robin."""
+    pre_router, dec_router, intervals, want_pre, want_dec = ROUTED[case]
+    pools = [
+        {"device": "h100", "num_replicas": 2, "role": "prefill", "router": pre_router},
+        {"device": "h100", "num_replicas": 2, "role": "decode", "router": dec_router},
+    ]
+    res = simulate(_cfg(pools, n=4, decode=30, router="round_robin", intervals=intervals))
+    assert res.requests["prefill_replica"].tolist() == want_pre
+    assert res.requests["replica"].tolist() == want_dec
+    assert res.requests["completed"].all()
+
+
+def _router_names():
+    from vidur_fast.config.convert import field_types, union_members
+
+    return list(union_members(field_types(SimConfig)["router"]))
+
+
+@pytest.mark.parametrize("router", _router_names())
+def test_every_router_serves_a_pd_cluster_and_repeats(router):
+    """2P (two pools, one with a router of its own) + 2D + a mixed pool, on a trace with
+    sessions and shared prefixes, vllm_v1's defaults (prefix caching and async scheduling
+    on): every router as the cluster's and as the decode pool's completes every request, the
+    same way twice."""
+    from tests.conftest import REPO
+
+    trace = str(REPO / "traces" / "examples" / "multiturn_shared_prefix.csv")
+    pools = [
+        {"device": "h100", "num_replicas": 1, "role": "prefill"},
+        {"device": "h100", "num_replicas": 2, "role": "prefill", "router": "lor"},
+        {"device": "h100", "num_replicas": 2, "role": "decode", "router": router},
+        {"device": "h100", "num_replicas": 1, "role": "mixed"},
+    ]
+    cfg = _cfg(
+        pools,
+        router=router,
+        sched={"type": "vllm_v1"},
+        pd_decider="uncached_tokens_above",
+        pd_uncached_tokens_above=500,
+    )
+    cfg = build_dataclass(SimConfig, {"workload": {"type": "trace", "path": trace}}, "", cfg)
+    a, b = simulate(cfg), simulate(cfg)
+    req = a.requests
+    assert a.summary["num_completed"] == a.summary["num_requests"] - a.summary["num_rejected"]
+    assert set(req["prefill_replica"]) <= {-1, 0, 1, 2}
+    assert set(req["replica"][req["prefill_replica"] >= 0]) <= {3, 4}
+    assert set(req["replica"][req["prefill_replica"] < 0]) <= {5}
+    assert (req["prefill_replica"] >= 0).any() and (req["prefill_replica"] < 0).any()
+    assert a.requests.equals(b.requests)
+
+
+BAD_ROUTERS = {
+    "unknown": ({"router": "fastest"}, "cluster.pools[1].router: unknown type 'fastest'"),
+    "top_k_zero": (
+        {"router": {"type": "ranked_sticky_lop_uncached", "top_k": 0}},
+        "cluster.pools[1].router.top_k",
+    ),
+    "prefix_aware": ({"router": "prefix_aware"}, "cluster.pools[1].router: prefix_aware needs"),
+    "sessions": ({"router": "sticky_lor"}, "cluster.pools[1].router: sticky_lor needs session"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_ROUTERS))
+def test_bad_pool_router_one_line_exit_2(case, tmp_path, capsys):
+    extra, needle = BAD_ROUTERS[case]
+    pools = _pools()
+    pools[1] = {**pools[1], **extra}
+    path = _pd_file(tmp_path, pools)
+    out = tmp_path / "out"
+    code, lines = run_cli(
+        ["--quiet", *FAST_TIMING_ARGS, "--output.dir", str(out), "--config", path], capsys
+    )
+    assert_one_error(code, lines, needle)
+    assert not out.exists()
+
+
+def test_pool_router_without_pools_one_line_exit_2(tmp_path, capsys):
+    """A router belongs to a pool: a config without cluster.pools has no cluster.router."""
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"cluster": {"router": "lor"}}))
+    code, lines = run_cli(["--quiet", *FAST_TIMING_ARGS, "--config", str(path)], capsys)
+    assert_one_error(code, lines, "cluster.router: unknown field of ClusterConfig")

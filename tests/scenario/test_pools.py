@@ -168,6 +168,59 @@ def test_every_router_serves_a_heterogeneous_cluster(router):
     assert r.requests["replica"].max() <= 2
 
 
+@pytest.mark.parametrize("router", _router_names())
+def test_every_pool_router_serves_a_heterogeneous_cluster(router):
+    """Each router as the h100 pool's own (the a100 pool's the cluster's, lor), on the trace
+    with sessions and shared prefixes: every request completes, the same way twice."""
+    from tests.conftest import REPO
+
+    trace = str(REPO / "traces" / "examples" / "multiturn_shared_prefix.csv")
+    pools = [{**HETERO["pools"][0], "router": router}, HETERO["pools"][1]]
+    cfg = build_dataclass(
+        SimConfig,
+        {
+            "cluster": {"pools": pools},
+            "predictor": PREDICTOR,
+            "router": "lor",
+            "quiet": True,
+            "workload": {"type": "trace", "path": trace},
+        },
+        "",
+    )
+    a, b = simulate(cfg), simulate(cfg)
+    assert a.summary["num_completed"] == a.summary["num_requests"] - a.summary["num_rejected"]
+    assert "pd" not in a.summary and "prefill_replica" not in a.requests
+    assert a.requests.equals(b.requests)
+    data = json.loads(json.dumps(config_dict(a.config)))  # config.json keeps the pool's router
+    assert build_dataclass(SimConfig, data, "") == a.config
+
+
+TWO_LEVEL = {  # the first pool's own router -> replicas of the four requests
+    None: [0, 0, 0, 0],
+    "lor": [0, 1, 0, 1],
+}
+
+
+@pytest.mark.parametrize("own", list(TWO_LEVEL))
+def test_cluster_router_picks_the_pool_and_the_pools_router_the_replica(own):
+    """Cluster router lop over 2 + 1 h100 replicas, a request every 0.5 s, each decoding
+    for seconds: every prefill has ended before the next arrival, so lop sees all loads 0
+    and picks replica 0 every time. With lor as the first pool's own router, lop picks that
+    pool and lor the replica inside it with fewer requests in flight: 0, 1, 0, 1 (the
+    second pool, idle, is never picked: lop's pick decides the pool)."""
+    pools = [{"device": "h100", "num_replicas": 2, "router": own}, {"device": "h100"}]
+    cfg = _cfg({"pools": pools}, n=4, intervals={"type": "UniformIntervals", "qps": 2.0})
+    cfg = build_dataclass(
+        SimConfig,
+        {"router": "lop", "workload": {"lengths": {"decode_tokens": 400}}},
+        "",
+        cfg,
+    )
+    res = simulate(cfg)
+    assert res.requests["replica"].tolist() == TWO_LEVEL[own]
+    assert res.requests["completed"].all()
+
+
 def test_sarathi_pools_with_their_own_pipeline_depths():
     cluster = {"pools": [{"device": "h100", "pp": 2}, {"device": "a100", "num_replicas": 2}]}
     cfg = dataclasses.replace(

@@ -277,8 +277,8 @@ POOL_ROLES = ("mixed", "prefill", "decode")
 
 @dataclass(frozen=True)
 class PoolConfig:
-    """One pool of identical replicas: its GPU, parallel layout and replica count. The model,
-    scheduler and router are the cluster's."""
+    """One pool of identical replicas: its GPU, parallel layout and replica count. The model is
+    the cluster's; the scheduler and router are the cluster's unless the pool sets its own."""
 
     device: str = "h100"
     """GPU type."""
@@ -303,6 +303,9 @@ class PoolConfig:
     replica is one rank); None = predictor.attention_dp."""
     moe_ep: int | None = None
     """Expert-parallel ranks of the pool's MoE layers (MoE models); None = predictor.moe_ep."""
+    router: Router | None = None
+    """The router that picks among this pool's replicas; None = the cluster's. Beside other
+    pools of its role the cluster router picks the pool (docs/pools.md)."""
 
 
 # scheduler fields a pool may set for itself (the rest must equal the cluster's scheduler)
@@ -359,9 +362,9 @@ class ClusterConfig:
     """GPU memory kept free by the planner."""
     pools: tyro.conf.Suppress[tuple[PoolConfig, ...]] = ()
     """Heterogeneous cluster: a list of pools (config files only; docs/pools.md), their
-    replicas behind the one router, numbered pool by pool. Empty = one pool made of device,
-    node, tp, pp and num_replicas above; when given, those fields must stay at their
-    defaults."""
+    replicas behind the cluster's router (and a pool's own), numbered pool by pool. Empty =
+    one pool made of device, node, tp, pp and num_replicas above; when given, those fields
+    must stay at their defaults."""
     pd_decider: str = "always"
     """With prefill and decode pools: which requests are served disaggregated (the others go
     to the mixed pools): always, never, or uncached_tokens_above (prompts with more than

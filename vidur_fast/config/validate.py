@@ -24,13 +24,11 @@ from vidur_fast.config.sim import (
     ClusterConfig,
     FasterTransformerScheduler,
     KVTransferConfig,
-    LeastOutstandingRequestsRouter,
     LightLLMScheduler,
     OrcaScheduler,
     OutputConfig,
     PrefixAwareRouter,
     RankedStickyLopUncachedRouter,
-    RoundRobinRouter,
     SarathiScheduler,
     SimConfig,
     TolerantStickyLopUncachedRouter,
@@ -164,8 +162,8 @@ def is_pd(c: ClusterConfig) -> bool:
 
 def validate_pd(cfg: SimConfig) -> None:
     """Disaggregated serving: prefill and decode pools, the decider, the transfer link, and
-    what the flow supports yet (vllm_v1, the round_robin and lor routers); mixed pools beside
-    them take what the decider does not disaggregate."""
+    what the flow supports yet (vllm_v1); mixed pools beside them take what the decider does
+    not disaggregate."""
     c = cfg.cluster
     x = c.kv_transfer
     if not is_pd(c):
@@ -226,11 +224,6 @@ def validate_pd(cfg: SimConfig) -> None:
         raise ConfigError(
             "scheduler: prefill/decode pools are simulated with the vllm_v1 scheduler only "
             f"(got {type(s).__name__})"
-        )
-    if not isinstance(cfg.router, RoundRobinRouter | LeastOutstandingRequestsRouter):
-        raise ConfigError(
-            "router: prefill/decode pools are routed with round_robin or lor only yet "
-            f"(got {type(cfg.router).__name__})"
         )
 
 
@@ -345,23 +338,30 @@ def validate_scheduler(s, c: ClusterConfig) -> None:
 
 
 def validate_router(cfg: SimConfig) -> None:
-    """Router fields, and what the router needs from the scheduler."""
-    router = cfg.router
+    """Router fields, and what the router needs from the scheduler: the cluster's and each
+    pool's own."""
+    _check_router(cfg, cfg.router, "router")
+    for k, pool in enumerate(cfg.cluster.pools):
+        if pool.router is not None:
+            _check_router(cfg, pool.router, f"cluster.pools[{k}].router")
+
+
+def _check_router(cfg: SimConfig, router, path: str) -> None:
     if isinstance(router, TolerantStickyLopUncachedRouter):
         f = router.tolerance_factor
         if not (isinstance(f, int | float) and math.isfinite(f) and f > 0):
-            raise ConfigError(f"router.tolerance_factor: must be a finite number > 0 (got {f})")
+            raise ConfigError(f"{path}.tolerance_factor: must be a finite number > 0 (got {f})")
     if isinstance(router, RankedStickyLopUncachedRouter):
         k = router.top_k
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ConfigError(f"router.top_k: must be an integer >= 1 (got {k!r})")
-    if isinstance(cfg.router, PrefixAwareRouter):
+            raise ConfigError(f"{path}.top_k: must be an integer >= 1 (got {k!r})")
+    if isinstance(router, PrefixAwareRouter):
         s = cfg.scheduler
         if not (isinstance(s, VllmV1Scheduler) and s.enable_prefix_caching):
             raise ConfigError(
-                "router: prefix_aware needs the vllm_v1 scheduler with enable_prefix_caching=True"
+                f"{path}: prefix_aware needs the vllm_v1 scheduler with enable_prefix_caching=True"
             )
-        _at_least_zero("router.max_imbalance_tokens", cfg.router.max_imbalance_tokens)
+        _at_least_zero(f"{path}.max_imbalance_tokens", router.max_imbalance_tokens)
 
 
 # ---- outputs ----

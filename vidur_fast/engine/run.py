@@ -31,7 +31,7 @@ from vidur_fast.kernels.codes import (
 from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_S
 from vidur_fast.kernels.pd import PDState, no_pd
 from vidur_fast.kernels.pools import PoolParams, one_pool
-from vidur_fast.kernels.router import SESSION_ROUTERS
+from vidur_fast.kernels.router import SESSION_ROUTERS, pins_sessions, route_groups, with_sessions
 from vidur_fast.kernels.state import KvPool, Reps, Reqs, SchedParams, max_running
 from vidur_fast.kernels.timing import TimingGrids, TimingParams
 from vidur_fast.workload.closed_loop import ClosedLoopPlan, closed_loop_state
@@ -158,8 +158,10 @@ def run_engine(
     when no metrics.h5 will be written: the CPU would be spent for nothing).
     pools: a cluster of several pools (kernels/pools.py); sp then holds the largest pp and KV
     block count (they size the state) and pools each replica's own. None = one pool.
-    pd_setup: with prefill/decode pools, a function of the request count returning the
-    kernels' PDState (kernels/pd.py); None = no disaggregation.
+    pd_setup: with prefill/decode pools (or pools with routers of their own), a function of
+    the request count returning the kernels' PDState (kernels/pd.py); its routers
+    (PDState.rt) left empty = the cluster router (sp) over each role's replicas. None = no
+    disaggregation, one cluster router.
     """
     arrival_s = np.asarray(arrival_s, dtype=np.float64)
     known = np.isfinite(arrival_s)
@@ -167,8 +169,19 @@ def run_engine(
     arrival_ns[known] = np.round(arrival_s[known] * NS_PER_S).astype(np.int64)
     session = np.asarray(session, dtype=np.int64)
     n_sessions = 0
-    if sp.router in SESSION_ROUTERS:
+    if pools is None:
+        pools = one_pool()
+    pd_state = no_pd() if pd_setup is None else pd_setup(arrival_ns.shape[0])
+    if pd_state.role.shape[0] > 0 and pd_state.rt.policy.shape[0] == 0:
+        # no routers given: the cluster router over each role's replicas
+        rep_pool = pools.rep_pool if pools.rep_pool.shape[0] > 0 else np.zeros(sp.num_replicas)
+        knobs = (sp.router, sp.router_tolerance_factor, sp.router_top_k, sp.max_imbalance_tokens)
+        own = [None] * (int(rep_pool.max()) + 1)
+        groups = route_groups(pd_state.role, rep_pool, knobs, own, arrival_ns.shape[0])
+        pd_state = pd_state._replace(rt=groups)
+    if sp.router in SESSION_ROUTERS or pins_sessions(pd_state.rt):
         session, n_sessions = _dense_sessions(session)
+    pd_state = pd_state._replace(rt=with_sessions(pd_state.rt, n_sessions))
     if hashes is None:
         hash_off = np.zeros(arrival_ns.shape[0] + 1, dtype=np.int64)
     u_route = kernel_array(u_route, np.float64)
@@ -195,11 +208,8 @@ def run_engine(
     if compiling_pool:
         took = time.perf_counter() - t_pool
         _note(None, f"compiled the prefix-cache pool set-up in {took:.0f} s")
-    if pools is None:
-        pools = one_pool()
-    elif pool_blocks > 0:
+    if pool_blocks > 0 and pools.rep_pool.shape[0] > 0:
         _limit_pool_blocks(kv, pools)
-    pd_state = no_pd() if pd_setup is None else pd_setup(arrival_ns.shape[0])
     log = alloc_log(log_capacity)
     # the caller reads grids.counters afterwards, so that array is passed through as is
     tables = {k: kernel_array(v, v.dtype) for k, v in grids._asdict().items() if k != "counters"}

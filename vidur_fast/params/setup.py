@@ -61,7 +61,12 @@ class EngineSetup:
 
 
 def router_code(cfg: SimConfig) -> int:
-    match cfg.router:
+    return router_policy(cfg.router, "router")
+
+
+def router_policy(router, path: str) -> int:
+    """The RouterPolicy of a config router (path names the field in the error)."""
+    match router:
         case RoundRobinRouter():
             return RouterPolicy.ROUND_ROBIN
         case RandomRouter():
@@ -90,7 +95,7 @@ def router_code(cfg: SimConfig) -> int:
             return RouterPolicy.TOLERANT_STICKY_LOP_UNCACHED
         case RankedStickyLopUncachedRouter():
             return RouterPolicy.RANKED_STICKY_LOP_UNCACHED
-    raise ConfigError(f"router: unknown router {cfg.router!r}")
+    raise ConfigError(f"{path}: unknown router {router!r}")
 
 
 def _memory_args(cfg: SimConfig, model: ModelSpec) -> dict:
@@ -121,6 +126,18 @@ def _router_imbalance(cfg: SimConfig) -> int:
     if isinstance(cfg.router, PrefixAwareRouter):
         return cfg.router.max_imbalance_tokens
     return 0
+
+
+def router_knobs(router, path: str) -> tuple:
+    """(RouterPolicy, tolerance_factor, top_k, max_imbalance_tokens) of a config router, the
+    SchedParams defaults for knobs it does not have (kernels/router.py route_groups)."""
+    d = SchedParams._field_defaults
+    return (
+        router_policy(router, path),
+        float(getattr(router, "tolerance_factor", d["router_tolerance_factor"])),
+        int(getattr(router, "top_k", d["router_top_k"])),
+        int(getattr(router, "max_imbalance_tokens", 0)),
+    )
 
 
 def build_setup(cfg: SimConfig, model: ModelSpec, device: DeviceSpec) -> EngineSetup:
