@@ -112,14 +112,19 @@ def warm_kernels(cfg: SimConfig, quiet: bool) -> None:
     """Compile the kernels once in this process when Numba's cache lacks them, before the
     workers start: they then load the cached code instead of each compiling it (a minute of
     CPU per worker otherwise), and the first run says what it compiles. A 1-request run of
-    cfg's deployment (its timing grids built or loaded here too, and cached for the workers);
+    cfg's deployment (the loop is compiled per scheduler: points with another scheduler compile
+    theirs in the workers) (its timing grids built or loaded here too, and cached for the workers);
     nothing when the kernels are cached already. A failure is left to the workers to report."""
+    from vidur_fast.config.validate import is_pd
     from vidur_fast.engine.run import kernel_cached
     from vidur_fast.jit_start import start_numba_target
     from vidur_fast.kernels import loop
+    from vidur_fast.params.setup import scheduler_policy
 
     start_numba_target()
-    if kernel_cached(loop.run_nb) is not False:
+    pools_on, pd_on = bool(cfg.cluster.pools), is_pd(cfg.cluster)
+    kernel = loop.loop_kernel(scheduler_policy(cfg.scheduler), pools_on, pd_on)
+    if kernel_cached(kernel) is not False:
         return
     if not quiet:
         print("compiling the kernels once before the workers start", file=sys.stderr)
