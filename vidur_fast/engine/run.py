@@ -236,7 +236,7 @@ def run_engine(
         _note(
             bar,
             f"compiling the simulation loop for {what} (first run after installing or "
-            "upgrading, once per scheduler: 30-70 s of one CPU core; then cached) ...",
+            "upgrading, once per scheduler: 30-80 s of one CPU core; then cached) ...",
         )
     t0 = time.perf_counter()
     advance(0)
