@@ -179,7 +179,8 @@ def get_new_blocks_nb(kv, r, s, k0, n):
             far = kv.blk[r, far, BLK_NEXT]
         if near != NO_ID and j + PREFETCH_AHEAD < n:
             h = kv.hash[r, near]
-            if h != NO_HASH:
+            # an unindexed private block is not in the map: its eviction reads no cell
+            if h != NO_HASH and kv.blk[r, near, BLK_DUP] != BLK_UNINDEXED:
                 prefetch_nb(kv.ht, (r, h & mask, HT_KEY))
             near = kv.blk[r, near, BLK_NEXT]
         b = kv.fhead[r]

@@ -73,10 +73,11 @@ def test_private_blocks_enter_the_table_only_when_their_request_is_preempted():
     rb.allocate_new_nb(kv, reqs, 0, 0, 4)
     rb.cache_full_blocks_nb(kv, reqs, p, 0, 0, 56)
     private = [int(rb.block_hash_nb(reqs, 0, k)) for k in (1, 2)]
-    assert list(kv.hash[0, 1:3]) == private  # cached: freed to the LRU tail, evictable
+    # held by their request: counted as cached, their records left alone until it lets go
+    assert kv.req_cached[0] == 3 and list(kv.hash[0, 1:3]) == [NO_HASH, NO_HASH]
     assert cached_block_nb(kv, 0, 11) == 0
-    assert [cached_block_nb(kv, 0, h) for h in private] == [NO_ID, NO_ID]
-    rb.index_private_blocks_nb(kv, reqs, 0, 0)
+    rb.index_private_blocks_nb(kv, reqs, 0, 0)  # a preemption marks and enters them
+    assert list(kv.hash[0, 1:3]) == private
     assert [cached_block_nb(kv, 0, h) for h in private] == [1, 2]
     rb.index_private_blocks_nb(kv, reqs, 0, 0)  # idempotent: no duplicate entries
     bp.evict_cached_nb(kv, 0, 1)
@@ -84,11 +85,16 @@ def test_private_blocks_enter_the_table_only_when_their_request_is_preempted():
     assert cached_block_nb(kv, 0, private[1]) == 2
 
 
-def test_evicting_an_unindexed_private_block_counts_and_clears_it():
+def test_freed_private_blocks_go_to_the_tail_marked_and_their_eviction_counts():
     reqs, kv, p = _pool(n_blocks=8, hashes=((),), prompt=(56,))
     rb.acquire_slot_nb(kv, reqs, 0, 0)
     rb.allocate_new_nb(kv, reqs, 0, 0, 4)
     rb.cache_full_blocks_nb(kv, reqs, p, 0, 0, 56)
+    assert list(kv.hash[0, :4]) == [NO_HASH] * 4  # held: nothing written per block
+    rb.free_request_blocks_nb(kv, reqs, 0, 0)
+    private = [int(rb.block_hash_nb(reqs, 0, k)) for k in range(3)]
+    assert list(kv.hash[0, :4]) == private + [NO_HASH]  # the partial block stays uncached
+    assert _free_order(kv) == [3, 4, 5, 6, 7, 2, 1, 0]  # as blocks cached under shared hashes
     bp.evict_cached_nb(kv, 0, 0)
     assert kv.evictions[0] == 1 and kv.hash[0, 0] == NO_HASH
     assert kv.ht[0, :, HT_KEY].max() == 0  # nothing ever entered the table
