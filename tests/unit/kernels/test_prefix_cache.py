@@ -4,22 +4,18 @@ import numpy as np
 import pytest
 from vidur_fast.kernels import block_pool as bp
 from vidur_fast.kernels import req_blocks as rb
-from vidur_fast.kernels.codes import BLK_NEXT, BLK_REF, HT_KEY, RouterPolicy, SchedPolicy
+from vidur_fast.kernels.codes import BLK_REF, HT_KEY, RouterPolicy, SchedPolicy
 from vidur_fast.kernels.dtypes import NO_HASH, NO_ID
 from vidur_fast.kernels.hash_map import cached_block_nb
 from vidur_fast.kernels.timing import TimingParams
 
 from tests.helpers.engine_harness import GC, G, linear_grids, params
 from vidur_fast.engine.run import run_engine
-from vidur_fast.engine.state import alloc_kv, alloc_reqs
+from vidur_fast.engine.state import alloc_kv, alloc_reqs, free_queue_order
 
 
 def _free_order(kv, r=0):
-    out, b = [], int(kv.fhead[r])
-    while b != NO_ID:
-        out.append(b)
-        b = int(kv.blk[r, b, BLK_NEXT])
-    return out
+    return free_queue_order(kv, r)
 
 
 def _pool(n_blocks=8, hashes=((11, 12, 13),), prompt=(56,)):
