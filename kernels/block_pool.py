@@ -187,6 +187,8 @@ def get_new_blocks_nb(kv, r, s, k0, n):
             if far != NO_ID:
                 prefetch_nb(kv.hash, (r, far))
                 prefetch_nb(kv.blk, (r, far, 0))
+                if kv.memo_req[r] != NO_ID:  # its eviction reads its memo mark
+                    prefetch_nb(kv.mark, (r, far))
         if j + PREFETCH_AHEAD < n and pos + PREFETCH_AHEAD < tail:
             near = kv.fring[r, (pos + PREFETCH_AHEAD) & mask]
             if near != NO_ID:
@@ -221,7 +223,14 @@ def free_list_blocks_nb(kv, r, s, n):
     Mutates: kv (blk, free-block queue, memo_req).
     Returns: nothing.
     """
+    memo = kv.memo_req[r] != NO_ID
     for k in range(n - 1, -1, -1):
+        if k >= PREFETCH_AHEAD:  # the records of the block PREFETCH_AHEAD on in the walk
+            ahead = kv.lists[r, s, k - PREFETCH_AHEAD]
+            prefetch_nb(kv.blk, (r, ahead, 0))
+            prefetch_nb(kv.hash, (r, ahead))
+            if memo:
+                prefetch_nb(kv.mark, (r, ahead))
         b = kv.lists[r, s, k]
         kv.blk[r, b, BLK_REF] -= 1
         if kv.blk[r, b, BLK_REF] == 0:

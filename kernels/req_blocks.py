@@ -221,7 +221,12 @@ def _mark_private_nb(kv, reqs, r, i):
     """
     s = kv.req_slot[i]
     shared = reqs.hash_off[i + 1] - reqs.hash_off[i]
-    for k in range(shared, kv.req_cached[i]):
+    top = kv.req_cached[i]
+    for k in range(shared, top):
+        if k + PREFETCH_AHEAD < top:  # the records of the block PREFETCH_AHEAD on
+            ahead = kv.lists[r, s, k + PREFETCH_AHEAD]
+            prefetch_nb(kv.hash, (r, ahead))
+            prefetch_nb(kv.blk, (r, ahead, 0))
         b = kv.lists[r, s, k]
         if kv.hash[r, b] == NO_HASH:
             cache_block_unindexed_nb(kv, r, b, block_hash_nb(reqs, i, k))
