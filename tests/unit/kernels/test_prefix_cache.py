@@ -220,9 +220,15 @@ def test_private_hashes_behave_like_unique_workload_hashes_under_preemption():
     lazy = _run(prompt, decode, arrival, [[] for _ in range(n)], **kw)
     eager = _run(prompt, decode, arrival, unique, **kw)
     assert lazy.reps.preemptions.sum() > 20 and lazy.kv.hit_tokens.sum() > 0
-    for col in ("first_tok_ns", "done_ns", "restarts", "cached_tokens", "replica"):
+    for col in ("first_tok_ns", "done_ns", "restarts", "cached_tokens", "replica", "sched_ns"):
+        np.testing.assert_array_equal(getattr(lazy.reqs, col), getattr(eager.reqs, col), col)
+    for col in ("exec_ns", "preempt_ns", "tbt_sum_ns", "tbt_max_ns"):
         np.testing.assert_array_equal(getattr(lazy.reqs, col), getattr(eager.reqs, col), col)
     for col in ("hit_tokens", "query_tokens", "evictions"):
         np.testing.assert_array_equal(getattr(lazy.kv, col), getattr(eager.kv, col), col)
-    for col in ("preemptions", "kv_peak"):
+    for col in ("preemptions", "kv_peak", "kv_area"):
         np.testing.assert_array_equal(getattr(lazy.reps, col), getattr(eager.reps, col), col)
+    # the pools end block for block alike: the same free-queue order, every block cached
+    for r in range(2):
+        assert _free_order(lazy.kv, r) == _free_order(eager.kv, r)
+    assert ((lazy.kv.hash != NO_HASH) == (eager.kv.hash != NO_HASH)).all()
