@@ -11,9 +11,15 @@ check) and the largest prefill-GEMM load.
 Then the same for the 354 MoE vLLM agg rows on H100 / H200 (gpt-oss-120b, MiniMax-M2.5,
 Qwen3-235B-A22B-FP8, Kimi-K2.5; docs/timing_model.md "MoE layers").
 
+Then the 1,602 disaggregated rows (prefill and decode pools, docs/validation.md
+"Disaggregated rows"): each listed with why it is not simulated (other backends, systems the
+catalog lacks, the three Hopper vLLM rows held out for their unrecorded client count), then
+those three rows simulated with decode_batch_size x decode workers as the client count
+(`--no-campaign-facts`), a what-if whose errors are reported, not a target.
+
     python bench/bench_silicon.py                       # all 339 dense rows, then the MoE rows
     python bench/bench_silicon.py --max-rows-per-group 6 --out rows.csv
-    python bench/bench_silicon.py --only dense          # or --only moe
+    python bench/bench_silicon.py --only dense          # or --only moe, --only disagg
     python bench/bench_silicon.py -- --sim.scheduler.max-num-partial-prefills 0
 """
 
@@ -23,6 +29,7 @@ import time
 
 from vidur_fast.validation.silicon.run import (
     SiliconValidateConfig,
+    format_disagg,
     format_groups,
     simulate_silicon,
 )
@@ -36,6 +43,9 @@ MOE_MODELS = (
     "moonshotai/Kimi-K2.5",
 )
 MOE_SYSTEMS = ("h100_sxm", "h200_sxm")
+# the disaggregated vLLM rows on Hopper (NVIDIA Dynamo vllm-runtime 0.8.0)
+DISAGG_MODELS = ("Qwen/Qwen3-235B-A22B-FP8", "Qwen/Qwen3-32B")
+DISAGG_SYSTEMS = ("h100_sxm", "h200_sxm")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,7 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-rows-per-group", type=int, default=0)
     ap.add_argument("--out", default=None, help="per-row CSV")
     ap.add_argument("--rows", action="store_true", help="print the per-row table too")
-    ap.add_argument("--only", choices=("dense", "moe"), default=None, help="one table only")
+    ap.add_argument(
+        "--only", choices=("dense", "moe", "disagg"), default=None, help="one table only"
+    )
     args, rest = ap.parse_known_args(argv)
     if rest and rest[0] == "--":
         rest = rest[1:]
@@ -77,12 +89,40 @@ def main(argv: list[str] | None = None) -> int:
             print("\nMixture-of-experts rows (H100, H200):")
         print(format_groups(df, per_row=args.rows))
         frames.append(df)
+    if args.only in (None, "disagg"):
+        frames.extend(_disagg(rest))
     print(f"wall {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     if args.out:
         import pandas as pd
 
         pd.concat(frames).to_csv(args.out, index=False)
     return 0
+
+
+def _disagg(rest: list[str]) -> list:
+    """Every disaggregated row with its reason, then the Hopper vLLM rows as a what-if."""
+    import tyro
+
+    print("\nDisaggregated rows (every backend and system):")
+    base = SiliconValidateConfig(backend="all", mode="disagg", out=None, quiet=True)
+    df = simulate_silicon(tyro.cli(SiliconValidateConfig, args=rest, default=base))
+    print(format_disagg(df))
+    print(
+        "\nWhat-if, the Hopper vLLM rows with decode_batch_size x decode workers as the client "
+        "count (--no-campaign-facts; no target):"
+    )
+    what_if = SiliconValidateConfig(
+        backend="vllm",
+        mode="disagg",
+        model=DISAGG_MODELS,
+        system=DISAGG_SYSTEMS,
+        campaign_facts=False,
+        out=None,
+        quiet=True,
+    )
+    wf = simulate_silicon(tyro.cli(SiliconValidateConfig, args=rest, default=what_if))
+    print(format_disagg(wf))
+    return [df, wf.assign(what_if="no_campaign_facts")]
 
 
 if __name__ == "__main__":

@@ -269,12 +269,17 @@ def _finish_batch_nb(reps, kv, reqs, hist, cl, p, pools, pd, r, s, now_ns):
         n = reps.bat_tok[r, s, k]
         g_before = reqs.generated[i]
         complete = apply_output_nb(kv, reqs, hist, p, r, i, n, now_ns)
-        if g_before == 0 and reqs.generated[i] == 1:
+        # (a disaggregated request's first token on its decode replica is no prefill end)
+        if g_before == 0 and reqs.generated[i] == 1 and (pd.role.shape[0] == 0 or pd.dst[i] != r):
             on_prefill_end_nb(reps, reqs, p, r, i)
         if complete and pd.role.shape[0] > 0 and pd_hands_off_nb(reqs, pd, r, i):
-            after_completion_nb(reps, p, r, i)
+            if reqs.status[i] == ReqStatus.PREEMPTED:
+                # NOTE(vllm): stale output (async) finished a preempted prefill: off the queue
+                wq_remove_nb(reps, reqs, r, i)
+            else:
+                after_completion_nb(reps, p, r, i)
             on_request_end_nb(reps, reqs, p, r, i)
-            pd_handoff_nb(reps, reqs, pd, pools, p, i, now_ns)
+            pd_handoff_nb(reps, kv, reqs, pd, pools, p, i, now_ns)
         elif complete:
             queued = reqs.status[i] == ReqStatus.PREEMPTED
             reqs.status[i] = ReqStatus.FINISHED
@@ -350,7 +355,7 @@ def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, pools, pd, limit_ns, max_
             if pd_link_due_nb(pd, t_x):  # a last byte leaves a fair-share link
                 pd_link_done_nb(pd, t_x)
                 continue
-            i_x, r_src, r_dst = pd_transfer_end_nb(reps, reqs, pd, p, pools, t_x)
+            i_x, r_src, r_dst = pd_transfer_end_nb(reps, kv, reqs, pd, p, pools, t_x)
             for rw in (r_src, r_dst):
                 if reps.inflight[rw] < pools.pp[pools.rep_pool[rw]] and reps.wake[rw] == NEVER:
                     reps.wake[rw] = t_x
@@ -368,7 +373,7 @@ def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, pools, pd, limit_ns, max_
                     release_next_nb(cl, reqs, nr, t_arr)
                 continue
             if pd_on:
-                rr = pd_route_nb(reps, reqs, pd, p, nr)
+                rr = pd_route_nb(reps, kv, reqs, pd, p, nr)
             else:
                 rr = route_request_nb(reps, rstate, kv, reqs, p, nr)
             reqs.replica[nr] = rr
@@ -398,7 +403,7 @@ def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, pools, pd, limit_ns, max_
                 return RunStatus.BROKEN
             lstate[LS_DONE] += d
             if pd_on and pd.role[r] == ROLE_DECODE:
-                pd_drain_nb(reps, reqs, pd, pr, pools, r, t_rep)
+                pd_drain_nb(reps, kv, reqs, pd, pr, pools, r, t_rep)
         reps.wake[r] = NEVER
         # preemptions of steps that formed no batch are logged with the next batch formed
         pre_logged = reps.preemptions[r]

@@ -1,17 +1,18 @@
 """Prefill/decode disaggregation (vLLM's disaggregated serving with a KV connector).
 
 A request of a PD cluster is routed over the prefill replicas and runs there as a one-token
-request (the prefill instance's max_tokens=1): its prompt is computed and its first token
-sampled. At that step's end it is handed off: the decode router picks a decode replica, which
-reserves the prompt's KV blocks (vLLM's WAITING_FOR_REMOTE_KVS) when they fit and the
-replica's reservation queue is empty, else the request joins that queue (FIFO, retried at
-each of the replica's batch ends). The transfer starts with the reservation and lasts
-latency + bytes / bandwidth; with fair-share contention (link[2]) the transfers leaving one
-prefill replica (its egress NIC: one link per prefill replica) share the bandwidth equally
-while they overlap, and a transfer ends the latency after its last byte leaves. At its end
-the prefill replica frees the request's blocks and the request joins the decode replica's
-running list with its prompt computed (one token of work in its next step samples the
-second token). A decode replica whose running list is full
+request (the prefill instance's max_tokens=1): its prompt is computed and a token sampled,
+which the proxy discards. At that step's end it is handed off: the decode router picks a
+decode replica, which reserves the prompt's KV blocks (vLLM's WAITING_FOR_REMOTE_KVS) when
+they fit and the replica's reservation queue is empty, else the request joins that queue
+(FIFO, retried at each of the replica's batch ends). The transfer starts with the
+reservation and lasts latency + bytes / bandwidth; with fair-share contention (link[2]) the
+transfers leaving one prefill replica (its egress NIC: one link per prefill replica) share
+the bandwidth equally while they overlap, and a transfer ends the latency after its last
+byte leaves. At its end the prefill replica frees the request's blocks and the request joins
+the decode replica's running list with all prompt tokens but the last computed: its next
+step recomputes that token and samples the first output token the client sees (TTFT), and
+the decode side produces every output token. A decode replica whose running list is full
 keeps arrived requests in a second FIFO until a running slot frees.
 
 A decider picks, per arriving request, disaggregated or mixed serving: always, never, or
@@ -29,6 +30,14 @@ from numba import njit
 from vidur_fast.kernels.blocks import accrue_kv_area_nb, ceil_div_nb, release_nb
 from vidur_fast.kernels.codes import ReqStatus, RouterPolicy
 from vidur_fast.kernels.dtypes import NEVER, NO_ID
+from vidur_fast.kernels.kv import (
+    admit_blocks_nb,
+    cache_computed_nb,
+    cached_prefix_blocks_nb,
+    free_request_nb,
+    lookup_cached_nb,
+)
+from vidur_fast.kernels.pools import pool_sched_nb
 from vidur_fast.kernels.queues import run_append_nb
 
 ROLE_MIXED = 0
@@ -91,6 +100,13 @@ class PDState(NamedTuple):
     lk_v: np.ndarray  # float64[R], virtual time: bytes each active transfer has sent
     x_next: np.ndarray  # int64[N], next transfer on the same link
     tag: np.ndarray  # float64[N], virtual time at which the transfer's last byte leaves
+    # prefix caching: the decode replica's hit, and the prefill replica's block list of the
+    # request (KvPool.req_slot, Reqs.blocks, KvPool.req_cached) from the hand-off to the
+    # transfer's end, while the request's own fields hold its decode-side list
+    hit: np.ndarray  # int64[N], prompt blocks found cached on the decode replica
+    src_slot: np.ndarray  # int64[N]
+    src_blocks: np.ndarray  # int64[N]
+    src_cached: np.ndarray  # int64[N]
 
 
 def no_pd() -> PDState:
@@ -98,7 +114,7 @@ def no_pd() -> PDState:
     i = np.zeros(0, dtype=np.int64)
     f = np.zeros(0, dtype=np.float64)
     ctl = np.zeros(PD_CTL, np.int64)
-    return PDState(i, i, i, i, i, f, f, ctl, *([i] * 16), *([i] * 5), f, i, f)
+    return PDState(i, i, i, i, i, f, f, ctl, *([i] * 16), *([i] * 5), f, i, f, i, i, i, i)
 
 
 def make_pd(
@@ -154,6 +170,10 @@ def make_pd(
         lk_v=np.zeros(r, dtype=np.float64),
         x_next=full(n, NO_ID),
         tag=np.zeros(n, dtype=np.float64),
+        hit=full(n, 0),
+        src_slot=full(n, NO_ID),
+        src_blocks=full(n, 0),
+        src_cached=full(n, 0),
     )
 
 
@@ -368,7 +388,27 @@ def _pick_nb(reps, pd, p, ids, rr_slot):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def pd_route_nb(reps, reqs, pd, p, i):
+def _uncached_on_pick_nb(reps, kv, reqs, pd, p, i):
+    """Prompt tokens of request i outside the prefix cache of the prefill replica the router
+    would pick (full blocks from the first, as the prefix-aware router counts them; the whole
+    prompt without prefix caching). The pick itself is not counted.
+
+    Mutates: nothing.
+    Returns: int.
+    """
+    ids = pd.prefill_ids
+    if p.router == RouterPolicy.ROUND_ROBIN:
+        r = ids[pd.ctl[PD_RR_PREFILL] % ids.shape[0]]
+    else:
+        r = ids[0]
+        for k in range(1, ids.shape[0]):
+            if reps.pending[ids[k]] < reps.pending[r]:
+                r = ids[k]
+    return reqs.prompt[i] - cached_prefix_blocks_nb(kv, reqs, p, r, i) * p.block_size
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def pd_route_nb(reps, kv, reqs, pd, p, i):
     """Route arriving request i: disaggregated (the decider's choice) to a prefill replica,
     where it runs with one output token; else to a mixed replica.
 
@@ -377,7 +417,10 @@ def pd_route_nb(reps, reqs, pd, p, i):
     """
     reqs.route_load[i] = 1 if p.router == RouterPolicy.LOR else 0
     mode = pd.decide[0]
-    if mode == DECIDE_NEVER or (mode == DECIDE_UNCACHED_ABOVE and reqs.prompt[i] <= pd.decide[1]):
+    mixed = mode == DECIDE_NEVER
+    if mode == DECIDE_UNCACHED_ABOVE:
+        mixed = _uncached_on_pick_nb(reps, kv, reqs, pd, p, i) <= pd.decide[1]
+    if mixed:
         return _pick_nb(reps, pd, p, pd.mixed_ids, PD_RR_MIXED)
     r = _pick_nb(reps, pd, p, pd.prefill_ids, PD_RR_PREFILL)
     pd.src[i] = r
@@ -389,37 +432,58 @@ def pd_route_nb(reps, reqs, pd, p, i):
 
 @njit(cache=True, nogil=True, _nrt=False)
 def pd_hands_off_nb(reqs, pd, r, i):
-    """Whether request i, complete on replica r, is a prefill that moves to a decode replica.
+    """Whether request i, complete on replica r, is a prefill that moves to a decode replica
+    (every disaggregated request does: the decode side produces all its output tokens).
 
     Mutates: nothing.
     Returns: bool.
     """
-    return pd.src[i] == r and pd.dst[i] == NO_ID and pd.real_decode[i] > reqs.generated[i]
+    return pd.src[i] == r and pd.dst[i] == NO_ID
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _fits_nb(reps, pools, r, need):
-    """Whether replica r has `need` free KV blocks.
+def _fits_nb(reps, kv, reqs, pd, pools, p, i):
+    """Whether request i's prompt blocks fit on its decode replica now. With prefix caching
+    the decode replica first matches the prompt against its own cache (vLLM's
+    get_computed_blocks: full blocks, at most prompt - 1 tokens): only the other blocks are
+    new, a free hit block costs a free block, and a block list must be free.
 
-    Mutates: nothing.
+    Mutates: pd.need, pd.hit, the decode replica's lookup memo.
     Returns: bool.
     """
-    return need <= pools.usable_blocks[pools.rep_pool[r]] - reps.alloc_blocks[r]
+    d = pd.dst[i]
+    blocks = ceil_div_nb(reqs.prompt[i], p.block_size)
+    if not p.enable_prefix_caching:
+        pd.need[i] = blocks
+        return blocks <= pools.usable_blocks[pools.rep_pool[d]] - reps.alloc_blocks[d]
+    hit, evictable = lookup_cached_nb(kv, reqs, p, d, i, reqs.prompt[i])
+    pd.hit[i] = hit
+    pd.need[i] = blocks - hit
+    return kv.slot_top[d] > 0 and pd.need[i] + evictable <= kv.nfree[d]
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _start_transfer_nb(reps, reqs, pd, i, now_ns):
-    """Reserve request i's prompt blocks on its decode replica and start its transfer.
+def _start_transfer_nb(reps, kv, reqs, pd, pools, p, i, now_ns):
+    """Reserve request i's prompt blocks on its decode replica (with prefix caching: take its
+    hit blocks and the new ones into a block list there) and start the transfer of the
+    prompt tokens not cached there.
 
-    Mutates: reps (blocks, peak, kv area of the decode replica), pd.
+    Mutates: reps (blocks, peak, kv area of the decode replica), kv, reqs.blocks, pd.
     Returns: nothing.
     """
     d = pd.dst[i]
-    accrue_kv_area_nb(reps, d, now_ns)
-    reps.alloc_blocks[d] += pd.need[i]
-    if reps.alloc_blocks[d] > reps.kv_peak[d]:
-        reps.kv_peak[d] = reps.alloc_blocks[d]
-    nbytes = reqs.prompt[i] * pd.tok_bytes[pd.src[i]]
+    if p.enable_prefix_caching:
+        pd_p = pool_sched_nb(p, pools, d)
+        hit = pd.hit[i]
+        admit_blocks_nb(
+            reps, kv, reqs, pd_p, d, i, hit, pd.need[i], hit * p.block_size, reqs.prompt[i], now_ns
+        )
+    else:
+        accrue_kv_area_nb(reps, d, now_ns)
+        reps.alloc_blocks[d] += pd.need[i]
+        if reps.alloc_blocks[d] > reps.kv_peak[d]:
+            reps.kv_peak[d] = reps.alloc_blocks[d]
+    nbytes = (reqs.prompt[i] - pd.hit[i] * p.block_size) * pd.tok_bytes[pd.src[i]]
     pd.nbytes[i] = np.int64(round(nbytes))
     pd.start_ns[i] = now_ns
     pd.ctl[PD_STARTED] += 1
@@ -461,21 +525,39 @@ def _pop_nb(pd, head, tail, r):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def pd_handoff_nb(reps, reqs, pd, pools, p, i, now_ns):
+def pd_handoff_nb(reps, kv, reqs, pd, pools, p, i, now_ns):
     """Request i finished its prefill: pick its decode replica, reserve there and start the
     transfer, or queue for the blocks. The caller has taken it off the prefill replica's
-    running list and router load; its prefill blocks stay until the transfer ends.
+    running list and router load (or, with async scheduling, its waiting queue when stale
+    output of a step in flight at its preemption finished it); its prefill blocks stay until
+    the transfer ends.
 
-    Mutates: reps (decode replica blocks, pending), reqs.orig_decode, pd.
+    NOTE(vllm): the proxy discards the prefill instance's sampled token; the decode
+    instance's connector loads the KV of all prompt tokens but the last, which its first step
+    recomputes, sampling the client's first token. So the request leaves with no output token
+    and prompt - 1 computed tokens (its prefill counted done: that step is timed as a decode).
+    Mutates: reps (decode replica blocks, pending), kv, reqs (orig_decode, token state,
+    blocks), pd.
     Returns: the decode replica.
     """
+    if p.enable_prefix_caching:  # the prefill-side block list, kept until the transfer ends
+        pd.src_slot[i] = kv.req_slot[i]
+        pd.src_blocks[i] = reqs.blocks[i]
+        pd.src_cached[i] = kv.req_cached[i]
+        kv.req_slot[i] = NO_ID
+        reqs.blocks[i] = 0
+        kv.req_cached[i] = 0
     reqs.orig_decode[i] = pd.real_decode[i]
+    reqs.generated[i] = 0
+    reqs.first_tok_ns[i] = NEVER
+    reqs.last_tok_ns[i] = 0
+    reqs.processed[i] = reqs.prompt[i] - 1
+    reqs.prefill_done[i] = 1  # also after a preemption whose stale output finished it
     d = _pick_nb(reps, pd, p, pd.decode_ids, PD_RR_DECODE)
     pd.dst[i] = d
     pd.handoff_ns[i] = now_ns
-    pd.need[i] = ceil_div_nb(reqs.prompt[i], p.block_size)
-    if pd.dq_head[d] == NO_ID and _fits_nb(reps, pools, d, pd.need[i]):
-        _start_transfer_nb(reps, reqs, pd, i, now_ns)
+    if pd.dq_head[d] == NO_ID and _fits_nb(reps, kv, reqs, pd, pools, p, i):
+        _start_transfer_nb(reps, kv, reqs, pd, pools, p, i, now_ns)
     else:
         pd.waited[i] = 1
         pd.ctl[PD_WAITED] += 1
@@ -505,20 +587,42 @@ def _enter_running_nb(reps, reqs, r, i):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def pd_transfer_end_nb(reps, reqs, pd, p, pools, now_ns):
+def _free_src_nb(reps, kv, reqs, pd, pools, p, i, now_ns):
+    """Free request i's prefill-side block list (prefix caching), its decode-side one kept.
+
+    Mutates: reps (prefill replica blocks, kv area), kv, pd.src_slot.
+    Returns: nothing.
+    """
+    slot, blocks, cached = kv.req_slot[i], reqs.blocks[i], kv.req_cached[i]
+    kv.req_slot[i] = pd.src_slot[i]
+    reqs.blocks[i] = pd.src_blocks[i]
+    kv.req_cached[i] = pd.src_cached[i]
+    s = pd.src[i]
+    free_request_nb(reps, kv, reqs, pool_sched_nb(p, pools, s), s, i, now_ns)
+    pd.src_slot[i] = NO_ID
+    kv.req_slot[i], reqs.blocks[i], kv.req_cached[i] = slot, blocks, cached
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def pd_transfer_end_nb(reps, kv, reqs, pd, p, pools, now_ns):
     """The earliest transfer ends at now: the prefill replica frees the request's blocks, the
     decode replica holds the reserved ones and runs the request (or keeps it until a running
-    slot frees).
+    slot frees). With prefix caching the received blocks enter the decode replica's cache as
+    computed ones (vLLM caches all prompt tokens but the last once the KV has arrived).
 
-    Mutates: reps, reqs, pd.
+    Mutates: reps, kv, reqs, pd.
     Returns: (request, prefill replica, decode replica).
     """
     i = _heap_pop_nb(pd)
     s = pd.src[i]
     d = pd.dst[i]
-    release_nb(reps, reqs, s, i, now_ns)
-    reqs.blocks[i] = pd.need[i]
-    reps.alloc_reqs[d] += 1
+    if p.enable_prefix_caching:
+        _free_src_nb(reps, kv, reqs, pd, pools, p, i, now_ns)
+        cache_computed_nb(kv, reqs, p, d, i, reqs.prompt[i] - 1)
+    else:
+        release_nb(reps, reqs, s, i, now_ns)
+        reqs.blocks[i] = pd.need[i]
+        reps.alloc_reqs[d] += 1
     reqs.replica[i] = d
     if pd.aq_head[d] == NO_ID and reps.run_n[d] < _max_seqs_nb(p, pools, d):
         _enter_running_nb(reps, reqs, d, i)
@@ -529,7 +633,7 @@ def pd_transfer_end_nb(reps, reqs, pd, p, pools, now_ns):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def pd_drain_nb(reps, reqs, pd, p, pools, r, now_ns):
+def pd_drain_nb(reps, kv, reqs, pd, p, pools, r, now_ns):
     """After a batch end of decode replica r: arrived requests take free running slots, then
     queued hand-offs whose blocks now fit start their transfers (both FIFO).
 
@@ -539,5 +643,6 @@ def pd_drain_nb(reps, reqs, pd, p, pools, r, now_ns):
     cap = _max_seqs_nb(p, pools, r)
     while pd.aq_head[r] != NO_ID and reps.run_n[r] < cap:
         _enter_running_nb(reps, reqs, r, _pop_nb(pd, pd.aq_head, pd.aq_tail, r))
-    while pd.dq_head[r] != NO_ID and _fits_nb(reps, pools, r, pd.need[pd.dq_head[r]]):
-        _start_transfer_nb(reps, reqs, pd, _pop_nb(pd, pd.dq_head, pd.dq_tail, r), now_ns)
+    while pd.dq_head[r] != NO_ID and _fits_nb(reps, kv, reqs, pd, pools, p, pd.dq_head[r]):
+        i = _pop_nb(pd, pd.dq_head, pd.dq_tail, r)
+        _start_transfer_nb(reps, kv, reqs, pd, pools, p, i, now_ns)

@@ -193,6 +193,10 @@ def schedule_vllm_v1_nb(reps, kv, reqs, p, r, s, now_ns):
     prev = NO_ID  # the waiting request before i (NO_ID: i is the head)
     i = reps.wq_head[r]
     while i != NO_ID and budget > 0 and reps.run_n[r] < p.max_num_seqs:
+        # a block list must be free (prefix caching; with prefill/decode pools transfers hold
+        # lists too, else every running request has one and a list is free here)
+        if p.enable_prefix_caching and kv.slot_top[r] == 0:
+            break
         if p.max_num_partial_prefills > 0 and n_prefill >= p.max_num_partial_prefills:
             break
         if reqs.tok_stale[i] > 0:

@@ -47,7 +47,12 @@ from vidur_fast.metrics.closed_loop import (
     closed_loop_metrics,
     closed_loop_summary,
 )
-from vidur_fast.metrics.pools import pd_request_columns, pd_summary, pool_summary
+from vidur_fast.metrics.pools import (
+    pd_link_summary,
+    pd_request_columns,
+    pd_summary,
+    pool_summary,
+)
 from vidur_fast.metrics.requests import request_metrics
 from vidur_fast.metrics.result import Result, replica_table
 from vidur_fast.metrics.summary import build_summary
@@ -382,6 +387,9 @@ def simulate(
         )
     if out.disagg is not None:
         summary["pd"] = pd_summary(out.disagg, out.reqs, pd_link, in_window.index.to_numpy())
+        summary["pd"]["links"] = pd_link_summary(
+            out.disagg, out.reqs, in_window.index.to_numpy(), pd_link["bandwidth_gbps"], sim_time_s
+        )
     summary["num_blocks_per_replica"] = int(setup.params.usable_blocks)
     summary.update(batch_fill(req, out.reps.busy_ns, cfg.scheduler))
     summary["rejected_by_reason"] = rejection_report(rejected, setup, cfg)

@@ -579,13 +579,6 @@ POOL_CASES = {
         "cluster.pools[1].num_replicas",
     ),
     "unknown_role": ([{"device": "h100", "role": "both"}], {}, [], "cluster.pools[0].role"),
-    # disaggregated pools with the default scheduler (prefix caching on)
-    "prefill_role": (
-        [{"device": "h100", "role": "prefill"}, {"device": "h100", "role": "decode"}],
-        {},
-        [],
-        "scheduler.enable_prefix_caching: not simulated yet with prefill/decode pools",
-    ),
     "prefill_without_decode": (
         [{"device": "h100", "role": "prefill"}],
         {},
@@ -620,6 +613,19 @@ POOL_CASES = {
     ),
     "pools_not_a_list": ("h100", {}, [], "cluster.pools: must be a list"),
     "pool_unknown_field": ([{"device": "h100", "gpus": 2}], {}, [], "cluster.pools[0].gpus"),
+    # a pool's own expert split: only for a MoE model, and formable on the pool's GPUs
+    "pool_attention_dp_dense_model": (
+        [{"device": "h100", "attention_dp": 2}],
+        {},
+        [],
+        "cluster.pools[0].attention_dp: meta-llama/Meta-Llama-3-8B has no MoE",
+    ),
+    "pool_moe_ep_zero": (
+        [{"device": "h100", "tp": 8, "moe_ep": 0}],
+        {"model": "Qwen/Qwen3-235B-A22B-FP8"},
+        [],
+        "cluster.pools[0].moe_ep/attention_dp: must be >= 1",
+    ),
     # the profile directory has TP 1 rows only: pool 1 (TP 2) has no timing data
     "pool_tp_without_data": (
         [{"device": "h100"}, {"device": "h100", "tp": 2}],

@@ -101,3 +101,13 @@ def test_mla_shape_the_tables_lack(tmp_path, capsys):
             "--cluster.device", "h200", "--cluster.tp", "8", *small, *WL]  # fmt: skip
     code, lines = run_cli(argv, capsys)
     assert_one_error(code, lines, "kv_lora_rank=256 (measured 512)")
+
+
+def test_allreduce_rms_fusion_on_another_source(tmp_path, capsys):
+    argv = [
+        "--output.dir", str(tmp_path / "run"), "--quiet", "--predictor.source", "roofline",
+        "--predictor.regressor", "polynomial", "--cluster.tp", "2",
+        "--predictor.allreduce-rms-fusion", *WL,
+    ]  # fmt: skip
+    assert_one_error(*run_cli(argv, capsys), "allreduce_rms_fusion needs the aiconfigurator")
+    assert not (tmp_path / "run").exists()

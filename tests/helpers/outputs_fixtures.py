@@ -60,3 +60,55 @@ def small_run_dir(small_result, tmp_path_factory):
     """small_result written with plots, trace and parquet."""
     path = tmp_path_factory.mktemp("runs") / "base"
     return write_plain(small_result, path, write_plots=True, write_trace=True, write_parquet=True)
+
+
+def pd_config(num_requests=120, qps=20.0):
+    """Two prefill and two decode H100 replicas (vllm_v1, no prefix caching), a 5 GB/s KV link
+    shared fairly by each prefill replica's transfers, so transfers overlap and take
+    different times."""
+    from vidur_fast.config.convert import build_dataclass
+    from vidur_fast.config.sim import SimConfig
+
+    sched = {"type": "vllm_v1", "enable_prefix_caching": False, "async_scheduling": False}
+    return build_dataclass(
+        SimConfig,
+        {
+            "cluster": {
+                "pools": [
+                    {"device": "h100", "num_replicas": 2, "role": "prefill"},
+                    {"device": "h100", "num_replicas": 2, "role": "decode"},
+                ],
+                "kv_transfer": {"bandwidth_gbps": 5.0, "contention": "fair_share"},
+            },
+            "predictor": {
+                "source": "roofline",
+                "max_tokens": 8192,
+                "max_prefill_chunk": 4096,
+                "max_batch_size": 64,
+            },
+            "scheduler": sched,
+            "router": "lor",
+            "quiet": True,
+            "workload": {
+                "type": "synthetic",
+                "num_requests": num_requests,
+                "intervals": {"type": "PoissonIntervals", "qps": qps},
+            },
+        },
+        "",
+    )
+
+
+@pytest.fixture(scope="session")
+def pd_result():
+    """2P2D disaggregated serving, 120 requests at 20 QPS."""
+    from vidur_fast.api import simulate
+
+    return simulate(pd_config())
+
+
+@pytest.fixture(scope="session")
+def pd_run_dir(pd_result, tmp_path_factory):
+    """pd_result written with plots and trace."""
+    path = tmp_path_factory.mktemp("runs") / "pd"
+    return write_plain(pd_result, path, write_plots=True, write_trace=True)

@@ -463,9 +463,7 @@ def test_v1_pools_equal_reference(config, seed):
 
 
 def run_pd(case, sp, grids, tp, rng, contention="none"):
-    sp = sp._replace(
-        router=int(rng.choice([RouterPolicy.LOR, RouterPolicy.ROUND_ROBIN])), async_scheduling=0
-    )
+    sp = sp._replace(router=int(rng.choice([RouterPolicy.LOR, RouterPolicy.ROUND_ROBIN])))
     p1, g1, t1 = other_pool(rng, sp, grids, tp)
     if rng.random() < 0.5:  # a decode pool tighter than the prefill pool: hand-offs queue
         p1 = p1._replace(usable_blocks=sp.usable_blocks)
@@ -497,17 +495,21 @@ def run_pd(case, sp, grids, tp, rng, contention="none"):
     decide = {"always": DECIDE_ALWAYS, "never": DECIDE_NEVER}.get(decider, DECIDE_UNCACHED_ABOVE)
     share = CONTENTION_FAIR_SHARE if contention == "fair_share" else CONTENTION_NONE
     n = len(case.arrival_s)
+    hash_off = np.zeros(n + 1, dtype=np.int64)
+    hash_off[1:] = np.cumsum([len(h) for h in case.hashes])
+    flat = np.array([h for hs in case.hashes for h in hs], dtype=np.int64)
     out = run_engine(
         case.arrival_s,
         case.prompt,
         case.decode,
         case.session,
-        np.zeros(n + 1, dtype=np.int64),
+        hash_off,
         case.rejected,
         grids,
         tp,
         sp_all,
         case.u_route,
+        hashes=flat,
         pools=pools,
         pd_setup=lambda k: make_pd(codes, rep_tok, bw, lat, k, decide, threshold, share),
     )
@@ -524,6 +526,7 @@ def run_pd(case, sp, grids, tp, rng, contention="none"):
         case.u_route,
         rejected=case.rejected,
         session=case.session,
+        hashes=case.hashes,
         replica_params=[per_pool[q] for q in rep_pool],
         pd=PD(rep_roles, rep_tok, bw, lat, decider, threshold, contention),
     )
@@ -531,11 +534,14 @@ def run_pd(case, sp, grids, tp, rng, contention="none"):
 
 
 PD_CASES = 40
+# vLLM v1 settings of the PD cases: (prefix caching, async scheduling)
+PD_CONFIGS = V1_CONFIGS
 
 
 @pytest.mark.parametrize("seed", range(PD_CASES))
-def test_v1_pd_equal_reference(seed):
-    case, sp, grids, tp = random_v1_case(False, False, seed)
+@pytest.mark.parametrize("config", PD_CONFIGS, ids=_v1_id)
+def test_v1_pd_equal_reference(config, seed):
+    case, sp, grids, tp = random_v1_case(*config, seed)
     rng = np.random.default_rng([9, seed])
     out, ref, sp_all, rep_params = run_pd(case, sp, grids, tp, rng)
     assert_same_on_pools(out, ref, sp_all, rep_params)
@@ -543,22 +549,32 @@ def test_v1_pd_equal_reference(seed):
     assert started.sum() == sum(1 for q in ref.requests if getattr(q, "dst", None) is not None)
 
 
-def test_v1_pd_cases_queue_for_decode_kv():
+@pytest.mark.parametrize("config", PD_CONFIGS, ids=_v1_id)
+def test_v1_pd_cases_queue_for_decode_kv(config):
     """Some of the differential cases make hand-offs wait for decode blocks; some serve
-    requests on a mixed pool."""
-    waited = mixed = 0
+    requests on a mixed pool; some preempt; with prefix caching some transfers move fewer
+    bytes than the prompt (decode-side hits) and some prefills hit the cache."""
+    waited = mixed = preempted = short = hits = 0
     for seed in range(PD_CASES):
-        case, sp, grids, tp = random_v1_case(False, False, seed)
+        case, sp, grids, tp = random_v1_case(*config, seed)
         out, *_ = run_pd(case, sp, grids, tp, np.random.default_rng([9, seed]))
-        waited += int(out.disagg.waited.sum())
-        mixed += int((out.disagg.src == NO_ID).sum())
-    assert waited > 0 and mixed > 0
+        x = out.disagg
+        waited += int(x.waited.sum())
+        mixed += int((x.src == NO_ID).sum())
+        preempted += int(out.reps.preemptions.sum())
+        moved = np.flatnonzero(x.start_ns != NEVER)
+        short += int((x.hit[moved] > 0).sum())
+        hits += int(out.reqs.cached_tokens[x.src != NO_ID].sum())
+    assert waited > 0 and mixed > 0 and preempted > 0
+    if config[0]:
+        assert short > 0 and hits > 0
 
 
 @pytest.mark.parametrize("seed", range(PD_CASES))
-def test_v1_pd_fair_share_equal_reference(seed):
+@pytest.mark.parametrize("config", PD_CONFIGS, ids=_v1_id)
+def test_v1_pd_fair_share_equal_reference(config, seed):
     """Fair-share links: the engine's processor sharing against the reference's."""
-    case, sp, grids, tp = random_v1_case(False, False, seed)
+    case, sp, grids, tp = random_v1_case(*config, seed)
     rng = np.random.default_rng([9, seed])
     out, ref, sp_all, rep_params = run_pd(case, sp, grids, tp, rng, "fair_share")
     assert_same_on_pools(out, ref, sp_all, rep_params)
@@ -575,7 +591,7 @@ def test_v1_pd_fair_share_cases_share_a_link():
         out, *_ = run_pd(case, sp, grids, tp, np.random.default_rng([9, seed]), "fair_share")
         x = out.disagg
         ok = np.flatnonzero(x.start_ns != NEVER)
-        nbytes = case.prompt[ok] * x.tok_bytes[x.src[ok]]
+        nbytes = (case.prompt[ok] - x.hit[ok] * sp.block_size) * x.tok_bytes[x.src[ok]]
         alone = np.array([round(x.link[1]) + round(b / x.link[0]) for b in nbytes])
         dur = x.end_ns[ok] - x.start_ns[ok]
         assert (dur >= alone - 1).all()

@@ -14,16 +14,25 @@ after that.
 
 Prefill/decode disaggregation (pd given): arrivals the decider disaggregates go to the prefill
 replicas (round robin or fewest outstanding requests; the others to the mixed replicas) and
-run there with one output token; at that step's end the request picks a decode replica the
-same way, which reserves its prompt's blocks when they fit
+run there with one output token, which is discarded; at that step's end the request picks a
+decode replica the same way, which reserves its prompt's blocks when they fit
 and no earlier hand-off waits there (else a FIFO served after the replica's batch ends), and
 its transfer (latency + bytes / bandwidth) starts. Transfer ends come before arrivals and
 replica events at the same time (equal ends by request id): the prefill replica frees the
 request's blocks and the request joins the decode replica's running list (or a FIFO while
-that list is full, served at its batch ends before the reservations). With fair_share
+that list is full, served at its batch ends before the reservations) with all prompt tokens
+but the last computed: its first step there recomputes that token and samples the first
+output token. With fair_share
 contention the transfers leaving one prefill replica share its bandwidth equally (processor
 sharing): a transfer's last byte leaves when the bytes it was owed are sent, it ends the
 latency later; last bytes come before transfer ends at the same time (lowest link first).
+With prefix caching the prefill replica serves the prompt from its cache as any replica; the
+decode replica first matches the prompt against its own cache and reserves (and receives)
+only the other blocks, which enter its cache once received (the full blocks of all prompt
+tokens but the last); the decider counts the prompt tokens outside the cache of the prefill
+replica the router would pick. Each replica then has 2 x max_num_seqs block lists, held by
+its running requests and its disaggregated requests in transfer or waiting to run: a prefill
+replica admits no request while none is free, a reservation waits for one.
 """
 
 from collections import deque
@@ -216,10 +225,25 @@ class PDFlow:
         self.load[r] += 1
         return r
 
+    def _peek(self, ids, k):
+        """The replica _pick would return, without counting the pick."""
+        if not self.lor:
+            return ids[self.rr[k] % len(ids)]
+        return min(ids, key=lambda x: (self.load[x], x))
+
+    def _uncached(self, req, r):
+        """Prompt tokens of req outside replica r's prefix cache (full blocks from the
+        first, as the prefix-aware router counts them; the whole prompt without caching)."""
+        pool = self.reps[r].sched.pool
+        return req.prompt - pool.longest_cached_prefix(req) * self.reps[r].p.block_size
+
     def route(self, req):
         d = self.pd.decider
         req.src = None
-        if d == "never" or (d == "uncached_tokens_above" and req.prompt <= self.pd.threshold):
+        if d == "never" or (
+            d == "uncached_tokens_above"
+            and self._uncached(req, self._peek(self.pre, 0)) <= self.pd.threshold
+        ):
             return self._pick(self.mixed, 2)
         req.src = self._pick(self.pre, 0)
         req.dst = None
@@ -228,25 +252,59 @@ class PDFlow:
         return req.src
 
     def hands_off(self, req, r):
-        return req.src == r and req.dst is None and req.pd_decode > req.generated
+        return req.src == r and req.dst is None
 
     def request_end(self, r):
         if self.lor:
             self.load[r] -= 1
 
     def hand_off(self, req, now_ns):
+        # the prefill's token is discarded; the decode side recomputes the last prompt token,
+        # which samples the first output token
         req.asked_decode = req.pd_decode
+        req.generated = 0
+        req.first_tok_ns = None
+        req.last_tok_ns = 0
+        req.processed = req.prompt - 1
+        req.prefill_done = True  # also after a preemption whose stale output finished it
+        assert req.inflight == 0 and req.placeholders == 0 and req.stale == 0
         d = self._pick(self.dec, 1)
         req.dst = d
-        req.need = -(-req.prompt // self.reps[d].p.block_size)
-        if not self.reserve_q[d] and req.need <= self.reps[d].sched.pool.free:
+        # the prefill replica keeps the request's blocks (and its block list) until the
+        # transfer ends
+        src = self.reps[req.src].sched
+        req.src_list = src.pool.caching and req.rid in src.pool.requests
+        src.held += req.src_list
+        if not self.reserve_q[d] and self._fits(req):
             self._start(req, now_ns)
         else:
             self.reserve_q[d].append(req)
 
+    def _fits(self, req):
+        """Whether req's prompt blocks fit on its decode replica now. With prefix caching
+        the decode replica first matches the prompt against its own cache: only the other
+        blocks are new (free hit blocks cost a free block each), and a block list must be
+        free."""
+        rep = self.reps[req.dst]
+        pool = rep.sched.pool
+        blocks = -(-req.prompt // rep.p.block_size)
+        if not pool.caching:
+            req.hit, req.need = 0, blocks
+            return req.need <= pool.free
+        hit, hit_free = pool.lookup(req, req.prompt)
+        req.hit, req.need = hit, blocks - hit
+        return rep.sched.lists_free() and req.need + hit_free <= pool.free
+
     def _start(self, req, now_ns):
-        self.reps[req.dst].sched.pool.allocate(req.rid, req.need)
-        nbytes = req.prompt * self.pd.tok_bytes[req.src]
+        rep = self.reps[req.dst]
+        pool = rep.sched.pool
+        if pool.caching:
+            pool.admit(req, req.hit, req.need)
+            rep.sched.held += 1
+        else:
+            pool.allocate(req.rid, req.need)
+        # bytes: the prompt tokens not cached on the decode replica
+        nbytes = (req.prompt - req.hit * rep.p.block_size) * self.pd.tok_bytes[req.src]
         if self.pd.contention == "fair_share":
             link = self.links[req.src]
             self._advance(link, now_ns)
@@ -292,6 +350,8 @@ class PDFlow:
 
     def _enter(self, rep, req):
         rep.sched.running.append(req)
+        if rep.sched.pool.caching:
+            rep.sched.held -= 1  # its block list now counts as a running request's
 
     def transfer_end(self, now_ns):
         due = self._due_link()
@@ -301,7 +361,12 @@ class PDFlow:
         k = min(range(len(self.transfers)), key=lambda j: self.transfers[j][:2])
         _, _, req = self.transfers.pop(k)
         self.reps[req.src].sched.pool.release(req.rid)
+        self.reps[req.src].sched.held -= req.src_list
         rep = self.reps[req.dst]
+        if rep.sched.pool.caching:
+            # the received blocks enter the cache as computed ones: all prompt tokens but
+            # the last
+            rep.sched.pool.cache_full_blocks(req, req.prompt - 1)
         req.replica = req.dst
         if not self.arrived_q[req.dst] and len(rep.sched.running) < rep.p.max_num_seqs:
             self._enter(rep, req)
@@ -317,7 +382,7 @@ class PDFlow:
         while q and len(rep.sched.running) < rep.p.max_num_seqs:
             self._enter(rep, q.popleft())
         q = self.reserve_q[rep.rid]
-        while q and q[0].need <= rep.sched.pool.free:
+        while q and self._fits(q[0]):
             self._start(q.popleft(), now_ns)
 
 
@@ -376,7 +441,7 @@ def naive_sim(
     leading block (prefix caching and the prefix-aware router). Requests are in arrival order.
     replica_params: a cluster of pools: per replica its pool's (p, grids, tparams) (its stages,
     KV blocks and timing); p then holds what the router reads. None: every replica uses p.
-    pd: disaggregation (PD; vllm_v1 with counted blocks, round robin or lor); None: none.
+    pd: disaggregation (PD; vllm_v1, round robin or lor); None: none.
     Returns per-request objects, per-batch records and the replicas' pools."""
     n = len(arrival_ns)
     reqs = make_requests(arrival_ns, prompt, decode, session, hashes)
@@ -401,6 +466,9 @@ def naive_sim(
         )
     router = Router(p)
     flow = PDFlow(pd, p, reps) if pd is not None else None
+    if flow is not None and p.enable_prefix_caching:
+        for rep in reps:  # block lists: twice the running requests (the engine's sizing)
+            rep.sched.slots = 2 * p.max_num_seqs
     log: list[BatchRecord] = []
     nxt = 0
     while True:

@@ -23,6 +23,14 @@ class VllmV1:
         self.waiting: deque = deque()
         self.running: list = []  # admission order; stays while in flight
         self.preemptions = 0
+        # block lists (prefix caching): None = one per running request, never short; with
+        # prefill/decode pools a replica has `slots`, held by its running requests and
+        # `held` more (disaggregated requests whose KV is in transfer or waits to run)
+        self.slots = None
+        self.held = 0
+
+    def lists_free(self) -> bool:
+        return self.slots is None or len(self.running) + self.held < self.slots
 
     def add_request(self, req) -> None:
         self.waiting.append(req)
@@ -107,7 +115,12 @@ class VllmV1:
         if preempted:
             return batch
         q = 0  # position in the waiting queue
-        while q < len(self.waiting) and budget > 0 and len(self.running) < p.max_num_seqs:
+        while (
+            q < len(self.waiting)
+            and budget > 0
+            and len(self.running) < p.max_num_seqs
+            and (not caching or self.lists_free())
+        ):
             if p.max_num_partial_prefills > 0 and in_prefill >= p.max_num_partial_prefills:
                 break
             req = self.waiting[q]

@@ -1,12 +1,13 @@
-"""Prefill/decode disaggregation (1P1D, vllm_v1): the hand-off's exact timing, the decode
-side's KV reservation queue, determinism, and refusals of what the flow does not model."""
+"""Prefill/decode disaggregation (1P1D, vllm_v1): the hand-off's exact timing (with and
+without async scheduling), the decode side's KV reservation queue, prefix caching on both
+pools, determinism, and refusals of what the flow does not model."""
 
 import json
 
 import numpy as np
 import pytest
 from vidur_fast.kernels.dtypes import NS_PER_MS
-from vidur_fast.kernels.timing import stage_time_ms_nb
+from vidur_fast.kernels.timing import host_time_ms_nb, stage_time_ms_nb
 
 from tests.helpers.cli import assert_one_error, run_cli
 from tests.helpers.cli_args import FAST_TIMING_ARGS
@@ -29,13 +30,15 @@ def _pools(decode_blocks=None, n_decode=1):
     return [{"device": "h100", "num_replicas": 1, "role": "prefill"}, dec]
 
 
-def _cfg(pools, n=1, decode=2, router="lor", intervals="StaticIntervals", **cluster) -> SimConfig:
+def _cfg(
+    pools, n=1, decode=2, router="lor", intervals="StaticIntervals", sched=SCHED, **cluster
+) -> SimConfig:
     return build_dataclass(
         SimConfig,
         {
             "cluster": {"pools": pools, **cluster},
             "predictor": PREDICTOR,
-            "scheduler": SCHED,
+            "scheduler": sched,
             "router": router,
             "quiet": True,
             "workload": {
@@ -54,22 +57,55 @@ def _cfg(pools, n=1, decode=2, router="lor", intervals="StaticIntervals", **clus
     )
 
 
-def _step_ns(cfg, n_tok, n_dec, dec_kv, n_pre, pre_kv, pre_sq):
+def _same_prompt_cfg(pools, sched, n=2, think_s=0.2, **cluster) -> SimConfig:
+    """n requests of one client, each sent think_s after the previous one completes, all with
+    the same PROMPT-token prompt (a prompt pool of one entry: its full blocks share hashes)."""
+    return build_dataclass(
+        SimConfig,
+        {
+            "cluster": {"pools": pools, **cluster},
+            "predictor": PREDICTOR,
+            "scheduler": sched,
+            "router": "lor",
+            "quiet": True,
+            "workload": {
+                "type": "closed_loop",
+                "concurrency": 1,
+                "num_requests": n,
+                "think_time_s": think_s,
+                "prompt_pool": 1,
+                "lengths": {"type": "FixedLengths", "prefill_tokens": PROMPT, "decode_tokens": 2},
+                "ingest_ms": 0.0,
+            },
+        },
+        "",
+    )
+
+
+def _timing(cfg):
     model = get_model(cfg.cluster.model)
     t = build_timing(model, "h100", None, 1, 1, cfg.predictor)
-    grids = t.grids._replace(counters=np.zeros_like(t.grids.counters))
-    ms = stage_time_ms_nb(grids, t.params, n_tok, n_dec, dec_kv, n_pre, pre_kv, pre_sq, True)
+    return t.grids._replace(counters=np.zeros_like(t.grids.counters)), t.params
+
+
+def _step_ns(cfg, n_tok, n_dec, dec_kv, n_pre, pre_kv, pre_sq):
+    grids, params = _timing(cfg)
+    ms = stage_time_ms_nb(grids, params, n_tok, n_dec, dec_kv, n_pre, pre_kv, pre_sq, True)
     return int(round(ms * NS_PER_MS))
 
 
-def test_single_request_first_and_second_token_to_the_ns():
-    """Idle 1P1D: the first token comes at the prefill step's end; the second after the
-    transfer (latency + bytes / bandwidth) and one decode-side step of one token."""
-    res = simulate(_cfg(_pools()))
+@pytest.mark.parametrize("async_on", [False, True], ids=["sync", "async"])
+def test_single_request_first_and_second_token_to_the_ns(async_on):
+    """Idle 1P1D: the prefill step's token is discarded; the first token comes after the
+    transfer (latency + bytes / bandwidth) and the decode side's first step (one token, the
+    last prompt token recomputed), the second one decode step later. With async scheduling
+    the second step is formed while the first runs: its host part overlaps the first step,
+    so it ends its stage time less its host time after the first."""
+    res = simulate(_cfg(_pools(), sched={**SCHED, "async_scheduling": async_on}))
     cfg = res.config
     b = res.batch_log.frame_ns()
-    assert b["replica"].tolist() == [0, 1]
-    pre, dec = b.iloc[0], b.iloc[1]
+    assert b["replica"].tolist() == [0, 1, 1]
+    pre, dec, dec2 = b.iloc[0], b.iloc[1], b.iloc[2]
     assert int(pre["start_ns"]) == 0
     prefill_ns = _step_ns(cfg, PROMPT, 0, 0, 1, 0, PROMPT * PROMPT)
     assert int(pre["end_ns"]) == prefill_ns
@@ -80,12 +116,22 @@ def test_single_request_first_and_second_token_to_the_ns():
     )
     assert int(dec["start_ns"]) == prefill_ns + xfer_ns
     assert int(dec["num_tokens"]) == 1 and int(dec["num_decode_tokens"]) == 1
-    decode_ns = _step_ns(cfg, 1, 1, PROMPT, 0, 0, 0)
-    assert int(dec["end_ns"]) - int(dec["start_ns"]) == decode_ns
+    # the recomputed last prompt token attends to the PROMPT - 1 tokens before it
+    first_ns = _step_ns(cfg, 1, 1, PROMPT - 1, 0, 0, 0)
+    assert int(dec["end_ns"]) - int(dec["start_ns"]) == first_ns
+    second_ns = _step_ns(cfg, 1, 1, PROMPT, 0, 0, 0)
+    if async_on:
+        second_ns -= int(round(host_time_ms_nb(_timing(cfg)[1], 1) * NS_PER_MS))
+        assert int(dec2["start_ns"]) == int(dec["end_ns"])
+    assert int(dec2["end_ns"]) - int(dec2["start_ns"]) == second_ns
     r = res.requests.iloc[0]
-    assert round(r["prefill_completed_at"] * 1e9) == prefill_ns
-    assert round(r["completed_at"] * 1e9) == prefill_ns + xfer_ns + decode_ns
-    assert round(r["tbt_max"] * 1e9) == xfer_ns + decode_ns
+    ttft_ns = prefill_ns + xfer_ns + first_ns
+    assert round(r["prefill_completed_at"] * 1e9) == ttft_ns
+    assert round(r["prefill_end_at"] * 1e9) == prefill_ns
+    assert round(r["completed_at"] * 1e9) == ttft_ns + second_ns
+    assert round(r["tbt_max"] * 1e9) == second_ns
+    tpot = r["decode_time_execution_plus_preemption_normalized"]
+    assert round(tpot * 2e9) == second_ns
     assert r["replica"] == 1 and r["prefill_replica"] == 0
     assert round(r["kv_transfer_start_at"] * 1e9) == prefill_ns
     assert round(r["kv_transfer_end_at"] * 1e9) == prefill_ns + xfer_ns
@@ -94,6 +140,7 @@ def test_single_request_first_and_second_token_to_the_ns():
     assert pd["num_transfers"] == 1 and pd["bytes_moved"] == nbytes
     assert round(pd["transfer_time_p50_s"] * 1e9) == xfer_ns
     assert pd["num_waited_for_decode_kv"] == 0
+    assert round(pd["prefill_end_to_first_token_mean_s"] * 1e9) == xfer_ns + first_ns
     roles = [p["role"] for p in res.summary["pools"]]
     assert roles == ["prefill", "decode"]
     assert [p["num_completed"] for p in res.summary["pools"]] == [0, 1]
@@ -162,9 +209,11 @@ def test_decode_kv_reservation_queues_until_blocks_free():
     # the second prefill ends while the first request decodes; its transfer starts when the
     # first request completes
     first_done = req["completed_at"].iloc[0]
-    assert req["prefill_completed_at"].iloc[1] < first_done
+    assert req["prefill_end_at"].iloc[1] < first_done
     wait = 2 * pd["decode_kv_wait_mean_s"]
-    assert wait == pytest.approx(first_done - req["prefill_completed_at"].iloc[1], abs=1e-9)
+    assert wait == pytest.approx(first_done - req["prefill_end_at"].iloc[1], abs=1e-9)
+    # the second request's first token comes after its wait, transfer and first step
+    assert req["prefill_completed_at"].iloc[1] > req["kv_transfer_end_at"].iloc[1]
     assert req["completed_at"].iloc[1] > first_done
     assert req["waited_for_decode_kv"].tolist() == [False, True]
     assert req["kv_transfer_start_at"].iloc[1] == pytest.approx(first_done, abs=1e-9)
@@ -192,6 +241,61 @@ def test_decider_sends_short_prompts_to_the_mixed_pool(above, replica):
     assert res.summary["pd"]["num_handoffs"] == (3 if replica == 1 else 0)
     done = [p["num_completed"] for p in res.summary["pools"]]
     assert done == ([0, 3, 0] if replica == 1 else [0, 0, 3])
+
+
+CACHING = {**SCHED, "enable_prefix_caching": True}
+
+
+@pytest.mark.parametrize("async_on", [False, True], ids=["sync", "async"])
+def test_prefix_cache_second_request_moves_fewer_bytes_and_prefills_less(async_on):
+    """Two requests with the same 700-token prompt, one after the other, on 1P1D with prefix
+    caching: the second hits the prefill replica's cache (43 full blocks of 16 tokens: 688
+    tokens) and prefills 12 tokens; its decode replica holds the first request's 43 received
+    blocks in its cache, so only the 12 other tokens' KV moves (one new block), and its first
+    token still comes at prefill end + transfer + the decode side's first step."""
+    sched = {**CACHING, "async_scheduling": async_on}
+    res = simulate(_same_prompt_cfg(_pools(), sched))
+    cfg = res.config
+    r = res.requests
+    assert r["completed"].all() and r["replica"].tolist() == [1, 1]
+    tok = kv_bytes_per_token(get_model(cfg.cluster.model), 1, 32)
+    assert r["kv_transfer_bytes"].tolist() == [PROMPT * tok, 12 * tok]
+    assert r["request_num_prefill_tokens_cached"].tolist() == [0, 688]
+    b = res.batch_log.frame_ns()
+    pre = b[b["replica"] == 0]
+    assert pre["num_prefill_tokens"].tolist() == [PROMPT, 12]
+    assert pre["num_cached_tokens"].tolist() == [0, 688]
+    node = get_node("h100_dgx")
+    lat = int(round(node.p2p_latency_us * 1000))
+    xfer = [lat + int(round(k * tok / node.inter_node_bandwidth_gbps)) for k in (PROMPT, 12)]
+    start = [round(x * 1e9) for x in r["kv_transfer_start_at"]]
+    end = [round(x * 1e9) for x in r["kv_transfer_end_at"]]
+    assert [e - s for s, e in zip(start, end, strict=True)] == xfer
+    assert [round(x * 1e9) for x in r["prefill_end_at"]] == start
+    first_ns = _step_ns(cfg, 1, 1, PROMPT - 1, 0, 0, 0)
+    assert [round(x * 1e9) for x in r["prefill_completed_at"]] == [e + first_ns for e in end]
+    pd = res.summary["pd"]
+    assert pd["bytes_moved"] == (PROMPT + 12) * tok and pd["num_transfers"] == 2
+    # each replica looked the prompt up twice (admission; reservation) and found it the second
+    # time: the prefill replica from the first request's prefill, the decode replica from the
+    # blocks it received for the first request
+    reps = res.replicas
+    assert reps["prefix_cache_query_tokens"].tolist() == [2 * PROMPT, 2 * PROMPT]
+    assert reps["prefix_cache_hit_tokens"].tolist() == [688, 688]
+
+
+def test_prefix_cache_decider_counts_tokens_cached_on_the_prefill_replica():
+    """uncached_tokens_above 100 with prefix caching: the first prompt (700 tokens, nothing
+    cached) goes disaggregated; the second, the same prompt, has 12 tokens outside the prefill
+    replica's cache and goes to the mixed replica."""
+    pools = [*_pools(), {"device": "h100", "num_replicas": 1, "role": "mixed"}]
+    cfg = _same_prompt_cfg(
+        pools, CACHING, pd_decider="uncached_tokens_above", pd_uncached_tokens_above=100
+    )
+    res = simulate(cfg)
+    assert res.requests["replica"].tolist() == [1, 2]
+    assert res.requests["prefill_replica"].tolist() == [0, -1]
+    assert res.summary["pd"]["num_handoffs"] == 1
 
 
 def _pd_file(d, pools, scheduler=SCHED, **cluster) -> str:
@@ -259,18 +363,6 @@ BAD = {
     ),
     "decider_unknown": (_pools(), {"pd_decider": "sometimes"}, SCHED, "cluster.pd_decider"),
     "decider_without_pd": ([{"role": "mixed"}], {"pd_decider": "never"}, SCHED, "pd_decider"),
-    "prefix_caching": (
-        _pools(),
-        {},
-        {**SCHED, "enable_prefix_caching": True},
-        "scheduler.enable_prefix_caching",
-    ),
-    "async_scheduling": (
-        _pools(),
-        {},
-        {**SCHED, "async_scheduling": True},
-        "scheduler.async_scheduling",
-    ),
     "other_scheduler": (_pools(), {}, {"type": "sarathi"}, "scheduler: prefill/decode"),
 }
 

@@ -220,10 +220,30 @@ def test_trace_draws_each_replica_with_its_pools_stages(tmp_path):
     out = dataclasses.replace(r.config.output, dir=str(run_dir), write_trace=True)
     write_run(r, out)
     events = json.loads((run_dir / "trace.json").read_text())["traceEvents"]
+    # one process per pool, named by its layout; one thread per replica and stage
     names = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
-    assert names == {0: "replica 0 (pool 0)", 1: "replica 1 (pool 1)", 2: "replica 2 (pool 1)"}
+    assert names == {0: "pool 0: mixed 1 x h100 tp1 pp2", 1: "pool 1: mixed 2 x a100 tp1"}
+    threads = {
+        (e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("name") == "thread_name"
+    }
+    assert threads == {
+        (0, 0): "replica 0 stage 0",
+        (0, 1): "replica 0 stage 1",
+        (1, 2): "replica 1 stage 0",
+        (1, 3): "replica 2 stage 0",
+    }
     stages = {(e["pid"], e["tid"]) for e in events if e.get("ph") == "X"}
-    assert stages == {(0, 0), (0, 1), (1, 0), (2, 0)}
+    assert stages == set(threads)
+    # each replica's batches on its own thread: as many spans there as it ran batches (x stages)
+    per_thread = {k: 0 for k in threads}
+    for e in events:
+        if e.get("ph") == "X":
+            per_thread[(e["pid"], e["tid"])] += 1
+    batches = r.replicas.set_index("replica")["batches"]
+    assert per_thread[(0, 0)] == per_thread[(0, 1)] == batches[0]
+    assert per_thread[(1, 2)] == batches[1] and per_thread[(1, 3)] == batches[2]
+    counters = {(e["pid"], e["name"]) for e in events if e.get("ph") == "C"}
+    assert (1, "replica 2 kv_use_pct") in counters and (0, "replica 0 waiting_requests") in counters
 
 
 def test_a_pool_with_its_own_scheduler_limits():

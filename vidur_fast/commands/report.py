@@ -1,5 +1,6 @@
 """`vidur-fast report RUN [RUN ...]`: key figures of run directories side by side, relative to
-the first run, plus plots (CDF overlays; the full plot set for a single run)."""
+the first run, the pool tables of runs with several pools, plus plots (CDF overlays; the full
+plot set for a single run)."""
 
 import csv
 import math
@@ -54,8 +55,9 @@ class ReportArgs:
     """Write plots (needs metrics.h5 in every run)."""
     html: str | None = None
     """Write one self-contained HTML page here instead (config, key figures, CDFs, time series,
-    batch composition, prefix-cache hits per run; for a sweep or capacity directory its results
-    table and Pareto chart). Nothing else is written unless --out is given too."""
+    batch composition, prefix-cache hits, pools and KV hand-offs per run; for a sweep or
+    capacity directory its results table and Pareto chart). Nothing else is written unless
+    --out is given too."""
 
 
 def _value(summary: dict, key: str, sub: str | None, scale: float) -> float:
@@ -116,6 +118,15 @@ def comparison_table(summaries: list[dict], labels: list[str]) -> tuple[str, lis
             ]
         )
     return "\n".join(lines), csv_rows
+
+
+def pools_text(summaries: list[dict], labels: list[str]) -> str:
+    """The pool tables (and disaggregated-serving blocks) of the runs that have them, each
+    after a blank line; empty when no run has several pools."""
+    from vidur_fast.outputs.pool_report import format_pools
+
+    parts = [format_pools(s, lab) for s, lab in zip(summaries, labels, strict=True)]
+    return "".join(f"\n\n{p}" for p in parts if p)
 
 
 def _sweep_kind(path: Path) -> str | None:
@@ -282,10 +293,11 @@ def report(args: ReportArgs) -> int:
         table, csv_rows = comparison_table(summaries, labels)
         # the page first: a page that cannot be written leaves one error line and no output
         _write_html(Path(args.html), runs_page(runs, labels, (csv_rows[0], csv_rows[1:])))
-        print(table)
+        print(table + pools_text(summaries, labels))
         if args.out is None:
             return 0
     table, csv_rows = comparison_table(summaries, labels)
+    table += pools_text(summaries, labels)
     if preface is not None:
         table = f"{preface}\n\n{table}"
     if args.out is None:
@@ -301,6 +313,12 @@ def report(args: ReportArgs) -> int:
         out.mkdir(parents=True, exist_ok=True)
         with open(out / "report.csv", "w", newline="") as f:
             csv.writer(f).writerows(csv_rows)
+        from vidur_fast.outputs.pool_report import pool_csv_rows
+
+        pool_rows = pool_csv_rows(summaries, labels)
+        if pool_rows:
+            with open(out / "pools.csv", "w", newline="") as f:
+                csv.writer(f).writerows(pool_rows)
     except OSError as exc:
         raise RunDirError(f"--out: cannot write {out} ({exc.strerror})") from None
     print(table)

@@ -12,7 +12,7 @@ from vidur_fast.outputs.writer import check_output_file
 from vidur_fast.validation.run import ValidateConfig, format_report, run_validation, write_plot
 from vidur_fast.validation.silicon.run import (
     SiliconValidateConfig,
-    format_groups,
+    format_silicon,
     simulate_silicon,
 )
 
@@ -73,7 +73,7 @@ def cmd_validate_silicon(argv: list[str]) -> int:
             print(f"row {rec['row']}: {what}", file=sys.stderr)
 
     df = simulate_silicon(cfg, progress=progress)
-    print(format_groups(df, per_row=not cfg.quiet))
+    print(format_silicon(df, per_row=not cfg.quiet))
     if cfg.out:
         df.to_csv(cfg.out, index=False)
     return 0

@@ -50,6 +50,11 @@ class PredictorConfig:
     name contains this text (e.g. "marlin", what vLLM runs with VLLM_MXFP4_USE_MARLIN=1),
     at the nearest measured shape if that kernel was measured at another; "" = the fastest
     kernel measured at the model's shape."""
+    allreduce_rms_fusion: bool = False
+    """aiconfigurator source: the engine fuses each TP all-reduce with the residual
+    add and RMSNorm that follow it (vLLM's `fuse_allreduce_rms` compilation pass, FlashInfer's
+    fused kernel) for all-reduces up to vLLM's size limit (64 / 2 / 1 MB at TP 2 / 4 / 8), so
+    those ops cost nothing apart from the all-reduce; False: separate kernels."""
     regressor: Literal["random_forest", "polynomial"] = "random_forest"
     """Per-operator model: random forest (default) or polynomial least squares."""
     n_estimators: int = 100

@@ -298,6 +298,11 @@ class PoolConfig:
     differing from it only in num_blocks and the batch limits (max_num_seqs,
     max_num_batched_tokens, long_prefill_token_threshold, max_num_partial_prefills,
     chunk_size; docs/pools.md)."""
+    attention_dp: int | None = None
+    """Attention data-parallel ranks whose tokens the pool's MoE layers run (MoE models; each
+    replica is one rank); None = predictor.attention_dp."""
+    moe_ep: int | None = None
+    """Expert-parallel ranks of the pool's MoE layers (MoE models); None = predictor.moe_ep."""
 
 
 # scheduler fields a pool may set for itself (the rest must equal the cluster's scheduler)
@@ -360,8 +365,8 @@ class ClusterConfig:
     pd_decider: str = "always"
     """With prefill and decode pools: which requests are served disaggregated (the others go
     to the mixed pools): always, never, or uncached_tokens_above (prompts with more than
-    pd_uncached_tokens_above tokens not in a prefix cache; without prefix caching the whole
-    prompt)."""
+    pd_uncached_tokens_above tokens not in the prefix cache of the prefill replica the router
+    picks; without prefix caching the whole prompt)."""
     pd_uncached_tokens_above: int = 0
     """The threshold of pd_decider uncached_tokens_above."""
     kv_transfer: KVTransferConfig = field(default_factory=KVTransferConfig)
@@ -436,10 +441,20 @@ def cluster_pools(c: ClusterConfig) -> tuple[PoolConfig, ...]:
 
 
 def pool_view(cfg: "SimConfig", pool: PoolConfig) -> "SimConfig":
-    """The single-pool SimConfig of one pool: its cluster view and its scheduler."""
+    """The single-pool SimConfig of one pool: its cluster view, its scheduler and its expert
+    split."""
     return replace(
-        cfg, cluster=pool_cluster(cfg.cluster, pool), scheduler=pool.scheduler or cfg.scheduler
+        cfg,
+        cluster=pool_cluster(cfg.cluster, pool),
+        scheduler=pool.scheduler or cfg.scheduler,
+        predictor=pool_predictor(cfg.predictor, pool),
     )
+
+
+def pool_predictor(p: PredictorConfig, pool: PoolConfig) -> PredictorConfig:
+    """The predictor of one pool: the cluster's, with the pool's attention_dp / moe_ep."""
+    own = {f: getattr(pool, f) for f in ("attention_dp", "moe_ep") if getattr(pool, f) is not None}
+    return replace(p, **own) if own else p
 
 
 def pool_cluster(c: ClusterConfig, pool: PoolConfig) -> ClusterConfig:

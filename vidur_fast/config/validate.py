@@ -38,6 +38,7 @@ from vidur_fast.config.sim import (
     VllmV1Scheduler,
     cluster_pools,
     pool_cluster,
+    pool_predictor,
 )
 from vidur_fast.config.validate_workload import validate_workload
 from vidur_fast.errors import ConfigError, UserError
@@ -60,7 +61,7 @@ def validate_config(cfg: SimConfig) -> None:
         c = pool_cluster(cfg.cluster, pool)
         with pool_errors(cfg.cluster, k):
             validate_cluster(c)
-            validate_expert_parallelism(c, cfg.predictor)
+            validate_expert_parallelism(c, pool_predictor(cfg.predictor, pool))
             validate_scheduler(pool.scheduler or cfg.scheduler, c)
     validate_router(cfg)
     validate_pd(cfg)
@@ -163,9 +164,8 @@ def is_pd(c: ClusterConfig) -> bool:
 
 def validate_pd(cfg: SimConfig) -> None:
     """Disaggregated serving: prefill and decode pools, the decider, the transfer link, and
-    what the flow supports yet (vllm_v1 without prefix caching or async scheduling, the
-    round_robin and lor routers); mixed pools beside them take what the decider does not
-    disaggregate."""
+    what the flow supports yet (vllm_v1, the round_robin and lor routers); mixed pools beside
+    them take what the decider does not disaggregate."""
     c = cfg.cluster
     x = c.kv_transfer
     if not is_pd(c):
@@ -227,16 +227,6 @@ def validate_pd(cfg: SimConfig) -> None:
             "scheduler: prefill/decode pools are simulated with the vllm_v1 scheduler only "
             f"(got {type(s).__name__})"
         )
-    if s.enable_prefix_caching:
-        raise ConfigError(
-            "scheduler.enable_prefix_caching: not simulated yet with prefill/decode pools; "
-            "set it to false"
-        )
-    if s.async_scheduling:
-        raise ConfigError(
-            "scheduler.async_scheduling: not simulated yet with prefill/decode pools; set it "
-            "to false"
-        )
     if not isinstance(cfg.router, RoundRobinRouter | LeastOutstandingRequestsRouter):
         raise ConfigError(
             "router: prefill/decode pools are routed with round_robin or lor only yet "
@@ -279,6 +269,11 @@ def pool_errors(c: ClusterConfig, k: int):
         for f in (*POOL_FIELDS, "tp/pp"):
             if msg.startswith(f"cluster.{f}:"):
                 raise type(exc)(f"cluster.pools[{k}].{msg[len('cluster.') :]}") from None
+        pool = c.pools[k]
+        if pool.attention_dp is not None or pool.moe_ep is not None:  # the pool's expert split
+            for f in ("attention_dp", "moe_ep", "moe_ep/attention_dp"):
+                if msg.startswith(f"predictor.{f}:"):
+                    raise type(exc)(f"cluster.pools[{k}].{msg[len('predictor.') :]}") from None
         raise type(exc)(f"cluster.pools[{k}] ({c.pools[k].device}): {msg}") from None
 
 

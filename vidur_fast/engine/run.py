@@ -182,10 +182,13 @@ def run_engine(
     compiling_pool = progress and pool_blocks > 0 and kernel_cached(init_pool_nb) is False
     if compiling_pool:
         _note(None, "compiling the prefix-cache pool set-up (first run only; then cached) ...")
+    # block lists: one per running request; with prefill/decode pools as many again for the
+    # requests whose KV is in transfer (kernels/pd.py)
+    lists = max_running(sp) * (1 if pd_setup is None else 2)
     kv = alloc_kv(
         sp.num_replicas,
         arrival_ns.shape[0],
-        max_running(sp),
+        lists,
         pool_blocks,
         _max_request_blocks(sp, prompt, decode),
     )

@@ -66,13 +66,17 @@ def pool_summary(
 def pd_summary(state, reqs, link: dict, ids: np.ndarray) -> dict:
     """Disaggregated serving of the requests ids (kernels/pd.py state after the run): the
     link, the KV transfers (count, bytes, duration), the wait between a prefill's end and
-    its transfer's start, and the hand-offs that queued for decode KV blocks."""
+    its transfer's start, the hand-offs that queued for decode KV blocks, and the time from a
+    prefill's end to the first token (wait, transfer and the decode side's first step)."""
     ids = np.asarray(ids, dtype=np.int64)
     started = ids[state.start_ns[ids] != NEVER]
     ended = started[reqs.replica[started] == state.dst[started]]
     dur_s = (state.end_ns[ended] - state.start_ns[ended]) / NS_PER_S
     wait_s = (state.start_ns[started] - state.handoff_ns[started]) / NS_PER_S
     handed = ids[state.handoff_ns[ids] != NEVER]
+    # the client's first token comes from the decode side: the part of TTFT after the prefill
+    firsts = handed[reqs.first_tok_ns[handed] != NEVER]
+    after_s = (reqs.first_tok_ns[firsts] - state.handoff_ns[firsts]) / NS_PER_S
     return {
         **link,
         "num_handoffs": int(handed.size),
@@ -85,21 +89,68 @@ def pd_summary(state, reqs, link: dict, ids: np.ndarray) -> dict:
         "num_waited_for_decode_kv": int(state.waited[handed].sum()),
         "decode_kv_wait_mean_s": float(wait_s.mean()) if wait_s.size else None,
         "decode_kv_wait_p99_s": _p(wait_s, 99),
+        "prefill_end_to_first_token_mean_s": float(after_s.mean()) if after_s.size else None,
+        "prefill_end_to_first_token_p99_s": _p(after_s, 99),
     }
 
 
 def pd_request_columns(req: pd.DataFrame, state) -> pd.DataFrame:
     """The request table (one row per request id) with the disaggregation columns: prefill
-    replica (-1: served mixed), KV transfer start and end (s; NaN: none), bytes moved, and
-    whether the hand-off waited for decode KV blocks."""
+    replica (-1: served mixed), the end of its prefill step there (s; NaN: none), KV transfer
+    start and end, bytes moved, and whether the hand-off waited for decode KV blocks."""
 
     def at(ns):
         return np.where(ns != NEVER, ns / NS_PER_S, np.nan)
 
     return req.assign(
         prefill_replica=state.src.astype(np.int64),
+        prefill_end_at=at(state.handoff_ns),
         kv_transfer_start_at=at(state.start_ns),
         kv_transfer_end_at=at(state.end_ns),
         kv_transfer_bytes=state.nbytes.astype(np.int64),
         waited_for_decode_kv=state.waited.astype(bool),
     )
+
+
+def busy_union_ns(start: np.ndarray, end: np.ndarray) -> int:
+    """Length of the union of the intervals [start, end) (ns): the time at least one is
+    open."""
+    if start.size == 0:
+        return 0
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], end[order]
+    reach = np.maximum.accumulate(e)
+    # a new run of overlapping intervals begins where an interval starts after all before it
+    new = np.ones(s.size, dtype=bool)
+    new[1:] = s[1:] > reach[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, s.size - 1)
+    return int((reach[last] - s[first]).sum())
+
+
+def pd_link_summary(state, reqs, ids: np.ndarray, bandwidth_gbps: float, sim_time_s: float):
+    """Per link (one per prefill replica, its egress) the transfers of the requests ids that
+    ended: count, bytes, the share of the simulated time with a transfer in flight
+    (`busy_fraction`) and bytes / (bandwidth x simulated time) (`bandwidth_use_fraction`;
+    above 1 only without contention, where overlapping transfers do not share the link)."""
+    ids = np.asarray(ids, dtype=np.int64)
+    started = ids[state.start_ns[ids] != NEVER]
+    ended = started[reqs.replica[started] == state.dst[started]]
+    span_ns = sim_time_s * NS_PER_S
+    out = []
+    for r in np.asarray(state.prefill_ids).tolist():
+        mine = ended[state.src[ended] == r]
+        nbytes = int(state.nbytes[mine].sum())
+        busy = busy_union_ns(state.start_ns[mine], state.end_ns[mine])
+        out.append(
+            {
+                "replica": int(r),
+                "num_transfers": int(mine.size),
+                "bytes_moved": nbytes,
+                "busy_fraction": busy / span_ns if span_ns > 0 else 0.0,
+                "bandwidth_use_fraction": (
+                    nbytes / (bandwidth_gbps * span_ns) if span_ns > 0 else 0.0
+                ),
+            }
+        )
+    return out

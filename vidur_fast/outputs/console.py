@@ -174,5 +174,6 @@ def format_pd(x: dict) -> str:
         f" {x['num_transfers']} transfers, {x['bytes_moved'] / 1e9:.3f} GB,"
         f" time p50 {ms(x['transfer_time_p50_s'])} p99 {ms(x['transfer_time_p99_s'])};"
         f" {x['num_waited_for_decode_kv']} of {x['num_handoffs']} waited for decode KV"
-        f" (wait mean {ms(x['decode_kv_wait_mean_s'])})"
+        f" (wait mean {ms(x['decode_kv_wait_mean_s'])}); prefill end to first token mean"
+        f" {ms(x.get('prefill_end_to_first_token_mean_s'))}"
     )

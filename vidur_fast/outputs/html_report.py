@@ -3,7 +3,8 @@
 Everything is inside the file: styles inline, plots as PNG data URIs, so the page can be mailed
 or archived. Run pages: what ran, key figures relative to the first run, latency CDFs (all runs
 overlaid), and per run its time series (batch size, tokens, KV use, queue, prefix-cache hit
-rate), batch composition (prompt vs decode tokens per batch) and TTFT per replica. Sweep and
+rate), batch composition (prompt vs decode tokens per batch), TTFT per replica and, with
+several pools, the pool table and plots (and a disaggregated run's hand-offs and links). Sweep and
 capacity pages: the results table and the Pareto chart.
 """
 
@@ -23,9 +24,12 @@ from vidur_fast.outputs.plots import (
     _binned,
     _save,
     plot_latency_cdfs,
+    plot_pd_transfers,
+    plot_pools,
     plot_replica_ttft,
     plot_timeseries,
 )
+from vidur_fast.outputs.pool_report import has_pool_views, link_table, pd_table, pool_table
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
@@ -37,6 +41,7 @@ th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
 tr.pareto td { background: #fff3e0; }
 img { max-width: 100%; border: 1px solid #eee; margin: 0.5em 0; }
 .note { color: #666; font-size: 0.85em; }
+.wide { overflow-x: auto; }
 """
 
 
@@ -171,6 +176,7 @@ def runs_page(runs: list, labels: list[str], figures: tuple[list[str], list[list
                 img = _img(fn(run, d / f"{k}_{fn.__name__}.png"))
                 if img:
                     body += [f"<h3>{title}</h3>", img]
+            body += _pool_section(run, d / f"{k}_")
             hit = run.summary.get("prefix_cache_hit_rate")
             if hit is not None:
                 body.append(
@@ -178,6 +184,29 @@ def runs_page(runs: list, labels: list[str], figures: tuple[list[str], list[list
                 )
     title = "vidur-fast report: " + ", ".join(labels)
     return _page(title, body)
+
+
+def _pool_section(run, prefix: Path) -> list[str]:
+    """The pools of a run (table, per-pool CDFs and time series) and, for a disaggregated
+    run, its KV hand-offs (figures, links, transfer plots); nothing for one pool."""
+    summary = run.summary
+    if not has_pool_views(summary):
+        return []
+    head, rows = pool_table(summary)
+    body = ["<h3>Pools</h3>", f'<div class="wide">{_table(rows, head)}</div>']
+    img = _img(plot_pools(run, Path(f"{prefix}pools.png")))
+    if img:
+        body.append(img)
+    rows = pd_table(summary)
+    if rows:
+        body += ["<h3>Disaggregated serving (KV hand-offs)</h3>", _table(rows, ["", "value"])]
+        head, links = link_table(summary)
+        if links:
+            body.append(_table(links, head))
+        img = _img(plot_pd_transfers(run, Path(f"{prefix}pd_transfers.png")))
+        if img:
+            body.append(img)
+    return body
 
 
 def table_page(

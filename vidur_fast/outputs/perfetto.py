@@ -2,6 +2,9 @@
 
 One process per replica, one thread per pipeline stage, one complete event ("X") per batch and
 stage, and counter events ("C") for KV-cache use and waiting requests at each batch formation.
+With several pools, one process per pool (named by its layout) with a thread per replica and
+stage; a disaggregated run adds its KV transfers (async spans on each prefill replica's link)
+and hand-off flows from the prefill batch to the decode replica.
 Events are written in chunks of formatted strings, so memory stays flat on big runs; sampling
 (every k-th batch of a replica) and a time window keep the file small.
 """
@@ -122,6 +125,61 @@ def _metadata(n_replicas: int, rep_pp: np.ndarray, rep_pool: np.ndarray | None) 
     return out
 
 
+def pool_label(k: int, pool: dict) -> str:
+    """A pool's track name: `pool 0: prefill 2 x h100 tp1` (pp when above 1)."""
+    from vidur_fast.outputs.pool_report import layout
+
+    return f"pool {k}: {pool.get('role', 'mixed')} {layout(pool)}"
+
+
+class _Tracks:
+    """Where each replica's events go. One pool: process r, thread s (stage s) per replica.
+    Several pools: one process per pool (named by its layout), one thread per replica and
+    stage, counters named with the replica."""
+
+    def __init__(self, rep_pp: np.ndarray, rep_pool: np.ndarray | None, pools: list | None):
+        self.rep_pp = rep_pp
+        self.grouped = rep_pool is not None and pools is not None and len(pools) > 1
+        n = rep_pp.shape[0]
+        if self.grouped:
+            self.pid = np.asarray(rep_pool, dtype=np.int64)
+            self.tid0 = np.concatenate([[0], np.cumsum(rep_pp)[:-1]]).astype(np.int64)
+        else:
+            self.pid = np.arange(n, dtype=np.int64)
+            self.tid0 = np.zeros(n, dtype=np.int64)
+        self.rep_pool, self.pools = rep_pool, pools
+
+    def tid(self, r: int, s: int) -> int:
+        return int(self.tid0[r]) + s
+
+    def counter(self, r: int, name: str) -> str:
+        return f"replica {r} {name}" if self.grouped else name
+
+    def metadata(self) -> list[str]:
+        n = self.rep_pp.shape[0]
+        if not self.grouped:
+            return _metadata(n, self.rep_pp, self.rep_pool)
+        out = []
+        for k, pool in enumerate(self.pools):
+            name = json.dumps(pool_label(k, pool))
+            out.append(f'{{"name":"process_name","ph":"M","pid":{k},"args":{{"name":{name}}}}}')
+            out.append(
+                f'{{"name":"process_sort_index","ph":"M","pid":{k},"args":{{"sort_index":{k}}}}}'
+            )
+        for r in range(n):
+            for s in range(int(self.rep_pp[r])):
+                pid, tid = int(self.pid[r]), self.tid(r, s)
+                out.append(
+                    f'{{"name":"thread_name","ph":"M","pid":{pid},"tid":{tid},'
+                    f'"args":{{"name":"replica {r} stage {s}"}}}}'
+                )
+                out.append(
+                    f'{{"name":"thread_sort_index","ph":"M","pid":{pid},"tid":{tid},'
+                    f'"args":{{"sort_index":{tid}}}}}'
+                )
+        return out
+
+
 def _spans_by_depth(batches: pd.DataFrame, rep_pp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """stage_spans_ns with each replica's own pipeline depth (columns past a replica's depth
     are unused)."""
@@ -149,10 +207,16 @@ def write_trace(
     start_s: float = 0.0,
     end_s: float = 0.0,
     replica_pp: list[int] | None = None,
+    pools: list[dict] | None = None,
+    requests: pd.DataFrame | None = None,
 ) -> int:
     """Write trace.json; returns the number of batches drawn. replica_pp: each replica's
-    pipeline stages (a cluster of pools; None = pp for every replica); the replicas of a
-    cluster of several pools are named with their pool."""
+    pipeline stages (a cluster of pools; None = pp for every replica). pools: summary.json's
+    `pools` entries; with several, each pool is one process named by its layout holding its
+    replicas' stages (without, the replicas of several pools are named with their pool).
+    requests: the request table; with a disaggregated run's columns (`prefill_replica`,
+    `kv_transfer_start_at`, `kv_transfer_end_at`) each KV transfer is drawn on its prefill
+    replica's link, with a flow from the prefill batch to the decode replica."""
     n_rep = len(replicas)
     num_blocks = np.maximum(replicas.set_index("replica")["num_blocks"].to_numpy(), 1)
     rep_pp = np.full(max(n_rep, 1), pp) if replica_pp is None else np.asarray(replica_pp)
@@ -173,7 +237,8 @@ def write_trace(
         f.write('{"displayTimeUnit":"ms","otherData":')
         f.write(json.dumps(other))
         f.write(',"traceEvents":[\n')
-        f.write(",\n".join(_metadata(n_rep, rep_pp, rep_pool)))
+        tracks = _Tracks(rep_pp[:n_rep], rep_pool, pools)
+        f.write(",\n".join(tracks.metadata()))
         by_rep = sel[np.argsort(rep_all[sel], kind="stable")]
         cuts = np.searchsorted(rep_all[by_rep], np.arange(n_rep + 1), side="left")
         for r in range(n_rep):
@@ -184,16 +249,30 @@ def write_trace(
                 order = rows_r[np.argsort(begin[rows_r, s], kind="stable")]
                 for lo in range(0, order.shape[0], CHUNK):
                     rows = order[lo : lo + CHUNK]
-                    _write_x_chunk(f, batches, rows, begin[rows, s], end[rows, s], r, s, num_blocks)
+                    _write_x_chunk(
+                        f,
+                        batches,
+                        rows,
+                        begin[rows, s],
+                        end[rows, s],
+                        r,
+                        num_blocks,
+                        int(tracks.pid[r]),
+                        tracks.tid(r, s),
+                    )
             order = rows_r[np.argsort(_to_ns(batches["start_s"].iloc[rows_r]), kind="stable")]
             prev = (None, None)
             for lo in range(0, order.shape[0], CHUNK):
-                prev = _write_counter_chunk(f, batches, order[lo : lo + CHUNK], r, num_blocks, prev)
+                prev = _write_counter_chunk(
+                    f, batches, order[lo : lo + CHUNK], r, num_blocks, prev, tracks
+                )
+        if requests is not None and len(batches):
+            _write_pd(f, requests, batches, rep_all, sel, begin, end, tracks, every, start_s, end_s)
         f.write("\n]}\n")
     return int(sel.shape[0])
 
 
-def _write_x_chunk(f, batches, rows, b_ns, e_ns, r, s, num_blocks) -> None:
+def _write_x_chunk(f, batches, rows, b_ns, e_ns, r, num_blocks, pid, tid) -> None:
     kv = (batches["alloc_blocks"].to_numpy()[rows] / num_blocks[r]).tolist()
     kind = _batch_kind(
         batches["num_prefill_tokens"].to_numpy()[rows],
@@ -203,7 +282,7 @@ def _write_x_chunk(f, batches, rows, b_ns, e_ns, r, s, num_blocks) -> None:
     args = ",".join(f"{json.dumps(n)}:{fm}" for n, fm in zip(names, fmts, strict=True))
     # one %-template per event: formatting stays in C, one string per batch
     template = (
-        f'{{"name":%s,"cat":"batch","ph":"X","pid":{r},"tid":{s},"ts":%.3f,"dur":%.3f,'
+        f'{{"name":%s,"cat":"batch","ph":"X","pid":{pid},"tid":{tid},"ts":%.3f,"dur":%.3f,'
         f'"args":{{{args},"kv_usage_fraction":%.4f}}}}'
     )
     cols = (kind.tolist(), _us(b_ns).tolist(), _us(e_ns - b_ns).tolist(), *vals, kv)
@@ -220,7 +299,7 @@ def _changes(v: np.ndarray, prev) -> np.ndarray:
     return v != before
 
 
-def _write_counter_chunk(f, batches, rows, r, num_blocks, prev) -> tuple:
+def _write_counter_chunk(f, batches, rows, r, num_blocks, prev, tracks) -> tuple:
     """Counter events of one chunk, skipping unchanged values; returns the last values."""
     ts_ns = _to_ns(batches["start_s"].iloc[rows])
     blocks = batches["alloc_blocks"].to_numpy()[rows]
@@ -228,10 +307,14 @@ def _write_counter_chunk(f, batches, rows, r, num_blocks, prev) -> tuple:
     kv_keep = _changes(blocks, prev[0])
     wait_keep = _changes(wait, prev[1])
     kv_pct = (100.0 * blocks[kv_keep] / num_blocks[r]).tolist()
-    kv_t = f'{{"name":"kv_use_pct","ph":"C","pid":{r},"ts":%.3f,"args":{{"kv_use_pct":%.3f}}}}'
+    pid, kv_name, wait_name = (
+        int(tracks.pid[r]),
+        tracks.counter(r, "kv_use_pct"),
+        tracks.counter(r, "waiting_requests"),
+    )
+    kv_t = f'{{"name":"{kv_name}","ph":"C","pid":{pid},"ts":%.3f,"args":{{"kv_use_pct":%.3f}}}}'
     wait_t = (
-        f'{{"name":"waiting_requests","ph":"C","pid":{r},"ts":%.3f,'
-        '"args":{"waiting_requests":%d}}'
+        f'{{"name":"{wait_name}","ph":"C","pid":{pid},"ts":%.3f,"args":{{"waiting_requests":%d}}}}'
     )
     lines = [kv_t % x for x in zip(_us(ts_ns[kv_keep]).tolist(), kv_pct, strict=True)]
     lines += [
@@ -241,3 +324,132 @@ def _write_counter_chunk(f, batches, rows, r, num_blocks, prev) -> tuple:
     if lines:
         f.write(",\n" + ",\n".join(lines))
     return (blocks[-1], wait[-1]) if rows.shape[0] else prev
+
+
+def _pd_arg_columns(requests: pd.DataFrame) -> list[str]:
+    """Request columns shown on a transfer: the decode replica and the disaggregation columns
+    other than the transfer's times (whatever the run carries: `kv_transfer_bytes`,
+    `waited_for_decode_kv`, ...)."""
+    cols = ["replica"]
+    for c in requests.columns:
+        if c in ("kv_transfer_start_at", "kv_transfer_end_at", "prefill_replica"):
+            continue
+        if ("kv_transfer" in c or "decode_kv" in c) and (
+            pd.api.types.is_numeric_dtype(requests[c]) or requests[c].dtype == bool
+        ):
+            cols.append(c)
+    return cols
+
+
+def _write_pd(f, requests, batches, rep_all, sel, begin, end, tracks, every, start_s, end_s):
+    """The KV transfers of a disaggregated run: one async span per transfer on its prefill
+    replica's link (`replica p link`, in the prefill pool's process; async spans may overlap)
+    and a flow from the prefill batch that ended the request's prompt (the last batch on the
+    prefill replica's last stage to end by the hand-off) to the decode replica's next batch
+    after the transfer."""
+    need = ("prefill_replica", "kv_transfer_start_at", "kv_transfer_end_at", "replica")
+    if any(c not in requests for c in need):
+        return
+    src = requests["prefill_replica"].to_numpy(np.int64)
+    dst = requests["replica"].to_numpy(np.int64)
+    st = requests["kv_transfer_start_at"].to_numpy(np.float64)
+    en = requests["kv_transfer_end_at"].to_numpy(np.float64)
+    ok = (src >= 0) & (dst >= 0) & np.isfinite(st) & np.isfinite(en) & (en >= start_s)
+    if end_s > 0:
+        ok &= st <= end_s
+    idx = np.flatnonzero(ok)
+    if idx.shape[0] == 0:
+        return
+    st_ns = np.round(st[idx] * 1e9).astype(np.int64)
+    en_ns = np.round(en[idx] * 1e9).astype(np.int64)
+    rid = requests["request_id"].to_numpy(np.int64)[idx] if "request_id" in requests else idx
+    order = np.lexsort((rid, st_ns, src[idx]))  # per link, by start
+    idx, st_ns, en_ns, rid = idx[order], st_ns[order], en_ns[order], rid[order]
+    if every > 1:
+        nth = pd.Series(src[idx]).groupby(src[idx]).cumcount().to_numpy()
+        keep = nth % every == 0
+        idx, st_ns, en_ns, rid = idx[keep], st_ns[keep], en_ns[keep], rid[keep]
+    s_rep, d_rep = src[idx], dst[idx]
+    # hand-off: the prompt's end on the prefill replica (no later than the transfer start)
+    hand = st_ns.copy()
+    if "prefill_end_at" in requests:
+        pc = requests["prefill_end_at"].to_numpy(np.float64)[idx]
+        fin = np.isfinite(pc)
+        pc_ns = np.round(np.where(fin, pc, 0.0) * 1e9).astype(np.int64)
+        hand = np.where(fin & (pc_ns <= st_ns), pc_ns, st_ns)
+    drawn = np.zeros(rep_all.shape[0], dtype=bool)
+    drawn[sel] = True
+    last = tracks.rep_pp[rep_all] - 1
+    last_b = begin[np.arange(rep_all.shape[0]), last]
+    last_e = end[np.arange(rep_all.shape[0]), last]
+    from_row = np.full(idx.shape[0], -1, dtype=np.int64)
+    by_rep = np.argsort(rep_all, kind="stable")
+    cuts = np.searchsorted(rep_all[by_rep], np.arange(tracks.rep_pp.shape[0] + 1), side="left")
+    for p in np.unique(s_rep).tolist():
+        rows = by_rep[cuts[p] : cuts[p + 1]]
+        rows = rows[np.argsort(last_e[rows], kind="stable")]
+        mine = np.flatnonzero(s_rep == p)
+        k = np.searchsorted(last_e[rows], hand[mine], side="right") - 1
+        from_row[mine] = np.where(k >= 0, rows[np.maximum(k, 0)], -1)
+    cols = _pd_arg_columns(requests)
+    vals = [requests[c].to_numpy()[idx] for c in cols]
+    arg_fmt = ",".join(
+        f'"{"decode_replica" if c == "replica" else c}":%d'
+        if (np.issubdtype(v.dtype, np.integer) or v.dtype == bool)
+        else f'"{c}":%s'
+        for c, v in zip(cols, vals, strict=True)
+    )
+    arg_vals = [
+        v.astype(np.int64).tolist()
+        if (np.issubdtype(v.dtype, np.integer) or v.dtype == bool)
+        else [("null" if x != x else f"{x:.6g}") for x in v.astype(float).tolist()]
+        for v in vals
+    ]
+    pid = tracks.pid
+    src_tid = tracks.tid0[s_rep].tolist()
+    b_t = (
+        '{"name":"replica %d link","cat":"kv_transfer","ph":"b","id":%d,"pid":%d,"tid":%d,'
+        '"ts":%.3f,"args":{"request_id":%d,' + arg_fmt + "}}"
+    )
+    e_t = (
+        '{"name":"replica %d link","cat":"kv_transfer","ph":"e","id":%d,"pid":%d,"tid":%d,'
+        '"ts":%.3f}'
+    )
+    common = (s_rep.tolist(), rid.tolist(), pid[s_rep].tolist(), src_tid)
+    lines = [
+        b_t % row for row in zip(*common, _us(st_ns).tolist(), rid.tolist(), *arg_vals, strict=True)
+    ]
+    lines += [e_t % row for row in zip(*common, _us(en_ns).tolist(), strict=True)]
+    flow = np.flatnonzero(from_row >= 0)
+    flow = flow[drawn[from_row[flow]]]
+    if flow.shape[0]:
+        rows = from_row[flow]
+        mid = (last_b[rows] + last_e[rows]) // 2
+        s_t = (
+            '{"name":"kv hand-off","cat":"kv_handoff","ph":"s","id":%d,"pid":%d,"tid":%d,"ts":%.3f}'
+        )
+        f_t = (
+            '{"name":"kv hand-off","cat":"kv_handoff","ph":"f","id":%d,"pid":%d,"tid":%d,"ts":%.3f}'
+        )
+        fr = rid[flow].tolist()
+        lines += [
+            s_t % row
+            for row in zip(
+                fr,
+                pid[s_rep[flow]].tolist(),
+                (tracks.tid0[s_rep[flow]] + tracks.rep_pp[s_rep[flow]] - 1).tolist(),
+                _us(mid).tolist(),
+                strict=True,
+            )
+        ]
+        lines += [
+            f_t % row
+            for row in zip(
+                fr,
+                pid[d_rep[flow]].tolist(),
+                tracks.tid0[d_rep[flow]].tolist(),
+                _us(en_ns[flow]).tolist(),
+                strict=True,
+            )
+        ]
+    f.write(",\n" + ",\n".join(lines))

@@ -14,6 +14,7 @@ from vidur_fast.outputs.timeseries import downsample
 CDF_POINTS = 1000
 SERIES_POINTS = 600
 MAX_REPLICA_LINES = 8
+POOL_BINS = 200  # time bins of the per-pool utilisation and KV panels
 # (title, request column or "tbt" for the histogram)
 CDF_PANELS = (
     ("TTFT (s)", "prefill_e2e_time"),
@@ -161,11 +162,15 @@ def plot_timeseries(run, path: Path, max_points: int = SERIES_POINTS) -> Path | 
 
 
 def plot_replica_ttft(run, path: Path) -> Path | None:
-    """p50/p90/p99 TTFT of each replica (requests it served)."""
+    """p50/p90/p99 TTFT of each replica (requests it served; a disaggregated request
+    counts with its prefill replica, where it queued and its prompt was computed)."""
     req = run.requests
     if "replica" not in req or len(req) == 0:
         return None
     done = req["completed"].to_numpy().astype(bool) if "completed" in req else slice(None)
+    if "prefill_replica" in req:
+        src = req["prefill_replica"].to_numpy(np.int64)
+        req = req.assign(replica=np.where(src >= 0, src, req["replica"].to_numpy(np.int64)))
     sub = req.loc[done, ["replica", "prefill_e2e_time"]].dropna()
     if len(sub) == 0:
         return None
@@ -183,11 +188,195 @@ def plot_replica_ttft(run, path: Path) -> Path | None:
     return _save(fig, path)
 
 
+def _pool_names(run) -> list[str]:
+    """Each pool's name as the trace names its track (`pool 0: prefill 2 x h100 tp1`)."""
+    from vidur_fast.outputs.perfetto import pool_label
+
+    n = int(run.replicas["pool"].max()) + 1
+    pools = run.summary.get("pools") or []
+    if len(pools) == n:
+        return [pool_label(k, p) for k, p in enumerate(pools)]
+    return [f"pool {k}" for k in range(n)]
+
+
+def request_pools(run) -> tuple[np.ndarray, np.ndarray]:
+    """(pool that computed each request's prompt, pool where it completed), -1 where none:
+    a disaggregated request's prompt is computed on its prefill replica (`prefill_replica`),
+    its output tokens, the first one included, on its decode replica (`replica`); otherwise
+    both are `replica`'s pool."""
+    req = run.requests
+    rep_pool = run.replicas.set_index("replica")["pool"].sort_index().to_numpy(np.int64)
+    rep = req["replica"].to_numpy(np.int64)
+    done_pool = np.where(rep >= 0, rep_pool[np.maximum(rep, 0)], -1)
+    first = rep
+    if "prefill_replica" in req:
+        src = req["prefill_replica"].to_numpy(np.int64)
+        first = np.where(src >= 0, src, rep)
+    first_pool = np.where(first >= 0, rep_pool[np.maximum(first, 0)], -1)
+    return first_pool, done_pool
+
+
+def _busy_in_bins(b0: np.ndarray, e0: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Busy time of one replica in each bin between edges; b0/e0: its stage-0 spans, in
+    order and not overlapping."""
+    n = b0.shape[0]
+    if n == 0:
+        return np.zeros(edges.shape[0] - 1)
+    d = e0 - b0
+    cum = np.concatenate([[0.0], np.cumsum(d)])
+    k = np.searchsorted(e0, edges, side="right")  # spans over by each edge
+    j = np.minimum(k, n - 1)
+    partial = np.where(k < n, np.clip(edges - b0[j], 0.0, d[j]), 0.0)
+    return np.diff(cum[k] + partial)
+
+
+def _step_at(t: np.ndarray, y: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """A step function sampled at `at`: the last value at or before (0 before the first)."""
+    k = np.searchsorted(t, at, side="right") - 1
+    return np.where(k >= 0, y[np.maximum(k, 0)], 0.0)
+
+
+def plot_pools(run, path: Path, bins: int = POOL_BINS) -> Path | None:
+    """Per pool: TTFT and TPOT CDFs (TTFT by the pool that computed the prompt, TPOT by the
+    pool where the request completed), the share of its replicas' time a step was running
+    and its mean KV-cache use over time. None for a one-pool run."""
+    reps = run.replicas
+    if "pool" not in reps or reps["pool"].nunique() < 2 or len(run.requests) == 0:
+        return None
+    from vidur_fast.outputs.perfetto import _spans_by_depth
+
+    names = _pool_names(run)
+    rep_pool = reps.set_index("replica")["pool"].sort_index().to_numpy(np.int64)
+    first_pool, done_pool = request_pools(run)
+    req = run.requests
+    done = (
+        req["completed"].to_numpy().astype(bool) if "completed" in req else np.ones(len(req), bool)
+    )
+    fig = Figure(figsize=(10, 7), dpi=90, layout="constrained")
+    axes = fig.subplots(2, 2).ravel()
+    cdfs = (
+        (axes[0], "prefill_e2e_time", first_pool, "TTFT (s)", 1.0),
+        (axes[1], "decode_time_execution_plus_preemption_normalized", done_pool, "TPOT (ms)", 1e3),
+    )
+    for ax, col, owner, label, scale in cdfs:
+        if col in req:
+            x_all = req[col].to_numpy(np.float64)
+            for k, name in enumerate(names):
+                x, p = sample_cdf(x_all[done & (owner == k)] * scale)
+                if x.shape[0]:
+                    ax.step(x, p, where="post", label=name, linewidth=1.4)
+        ax.set_xlabel(label)
+        ax.set_ylabel("fraction of requests")
+        ax.set_ylim(0, 1.01)
+        ax.grid(alpha=0.3)
+    b = run.batches
+    if b is not None and len(b):
+        begin, end = _spans_by_depth(b, np.asarray(run.replica_pp, dtype=np.int64))
+        b0, e0 = begin[:, 0] / 1e9, end[:, 0] / 1e9
+        rep_b = b["replica"].to_numpy(np.int64)
+        hi = float(b["end_s"].max()) or 1.0
+        edges = np.linspace(0.0, hi, bins + 1)
+        centres = 0.5 * (edges[1:] + edges[:-1])
+        busy = np.zeros((len(names), bins))
+        kv = np.zeros((len(names), bins))
+        by_rep = np.argsort(rep_b, kind="stable")
+        cuts = np.searchsorted(rep_b[by_rep], np.arange(rep_pool.shape[0] + 1), side="left")
+        for r in range(rep_pool.shape[0]):
+            rows = by_rep[cuts[r] : cuts[r + 1]]
+            rows = rows[np.argsort(b0[rows], kind="stable")]
+            busy[rep_pool[r]] += _busy_in_bins(b0[rows], e0[rows], edges)
+            ts = run.timeseries.get(r)
+            if ts is not None and len(ts) and "kv_usage_fraction" in ts:
+                kv[rep_pool[r]] += _step_at(
+                    ts["time_s"].to_numpy(np.float64),
+                    ts["kv_usage_fraction"].to_numpy(np.float64),
+                    centres,
+                )
+        count = np.bincount(rep_pool, minlength=len(names))[:, None]
+        width = edges[1] - edges[0]
+        for k, name in enumerate(names):
+            axes[2].plot(centres, 100 * busy[k] / (width * count[k]), linewidth=0.9, label=name)
+            axes[3].plot(centres, 100 * kv[k] / count[k], linewidth=0.9, label=name)
+    axes[2].set_ylabel("step running (% of the pool's time)", fontsize=8)
+    axes[3].set_ylabel("KV-cache use (%, pool mean)", fontsize=8)
+    for ax in axes[2:]:
+        ax.set_xlabel("simulated time (s)")
+        ax.grid(alpha=0.3)
+    axes[2].legend(fontsize=7, loc="upper right")
+    fig.suptitle("Pools", fontsize=10)
+    return _save(fig, path)
+
+
+def plot_pd_transfers(run, path: Path, bins: int = SERIES_POINTS) -> Path | None:
+    """KV transfers of a disaggregated run: transfer time CDF, bytes moved over time per
+    link (one per prefill replica; the total above MAX_REPLICA_LINES links) and transfers
+    in flight over time. None without transfers."""
+    req = run.requests
+    if "kv_transfer_start_at" not in req or "kv_transfer_end_at" not in req:
+        return None
+    st = req["kv_transfer_start_at"].to_numpy(np.float64)
+    en = req["kv_transfer_end_at"].to_numpy(np.float64)
+    ok = np.isfinite(st) & np.isfinite(en)
+    if not ok.any():
+        return None
+    st, en = st[ok], en[ok]
+    src = (
+        req["prefill_replica"].to_numpy(np.int64)[ok]
+        if "prefill_replica" in req
+        else np.zeros(st.shape[0], np.int64)
+    )
+    nbytes = (
+        req["kv_transfer_bytes"].to_numpy(np.float64)[ok]
+        if "kv_transfer_bytes" in req
+        else np.zeros(st.shape[0])
+    )
+    fig = Figure(figsize=(11, 3.4), dpi=90, layout="constrained")
+    axes = fig.subplots(1, 3)
+    x, p = sample_cdf((en - st) * 1e3)
+    axes[0].step(x, p, where="post", linewidth=1.4)
+    axes[0].ticklabel_format(axis="x", useOffset=False)
+    if x[-1] - x[0] <= 1e-6 * abs(x[0]):  # all took the same time (no contention, one length)
+        axes[0].set_xlim(0.9 * x[0], 1.1 * x[0] + 1e-9)
+        axes[0].set_xticks([x[0]], [f"{x[0]:.4g}"])
+    axes[0].set_xlabel("KV transfer time (ms)")
+    axes[0].set_ylabel("fraction of transfers")
+    axes[0].set_ylim(0, 1.01)
+    links = np.unique(src)
+    groups = [(f"link of replica {r}", src == r) for r in links.tolist()]
+    if len(groups) > MAX_REPLICA_LINES:
+        groups = [(f"all {len(groups)} links", np.ones(st.shape[0], bool))]
+    for label, mine in groups:
+        order = np.argsort(en[mine], kind="stable")
+        t = en[mine][order]
+        axes[1].step(t, np.cumsum(nbytes[mine][order]) / 1e9, where="post", label=label)
+    axes[1].set_xlabel("simulated time (s)")
+    axes[1].set_ylabel("bytes moved (GB, cumulative)")
+    axes[1].legend(fontsize=7, loc="upper left")
+    hi = float(en.max()) or 1.0
+    centres = (np.arange(bins) + 0.5) * hi / bins
+    in_flight = np.searchsorted(np.sort(st), centres, side="right") - np.searchsorted(
+        np.sort(en), centres, side="right"
+    )
+    axes[2].plot(centres, in_flight, linewidth=0.9)
+    axes[2].set_xlabel("simulated time (s)")
+    axes[2].set_ylabel("transfers in flight")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    fig.suptitle("KV transfers (prefill to decode)", fontsize=10)
+    return _save(fig, path)
+
+
 def write_plots(run, out_dir: Path) -> list[Path]:
-    """All single-run plots into out_dir (created); returns the files written."""
+    """All single-run plots into out_dir (created); returns the files written (pools.png
+    with several pools, pd_transfers.png for a disaggregated run)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = [plot_latency_cdfs([run], out_dir / "latency_cdfs.png")]
-    for fn, name in ((plot_timeseries, "timeseries.png"), (plot_replica_ttft, "replica_ttft.png")):
+    for fn, name in (
+        (plot_timeseries, "timeseries.png"),
+        (plot_replica_ttft, "replica_ttft.png"),
+        (plot_pools, "pools.png"),
+        (plot_pd_transfers, "pd_transfers.png"),
+    ):
         p = fn(run, out_dir / name)
         if p is not None:
             written.append(p)

@@ -410,4 +410,6 @@ def _write_views(tmp: Path, result: Result, out: OutputConfig, name: str) -> Non
             out.trace_start_s,
             out.trace_end_s,
             replica_pp=run.replica_pp if run.pools else None,
+            pools=run.summary.get("pools"),
+            requests=run.requests,
         )

@@ -132,6 +132,7 @@ def build_timing(
         kernel_envelope=cfg.kernel_envelope,
         **_moe_args(spec, cfg),
         decode_attention_kv_dtype=cfg.decode_attention_kv_dtype,
+        **({"allreduce_rms_fusion": True} if cfg.allreduce_rms_fusion else {}),
     )
     timing = timing_from_samples(samples, spec, tp, pp, cfg, progress=progress)
     if cfg.cache_mode in ("use", "refresh"):

@@ -78,6 +78,8 @@ def input_fingerprint(
         "loader_code": [f for f in _files_state(_SOURCES_DIR) if f[0].endswith(".py")],
         "versions": {p: _version(p) for p in ("aiconfigurator-core", "vidur-fast", "pandas")},
     }
+    if cfg.allreduce_rms_fusion:  # inputs without the fusion keep their fingerprint
+        head["allreduce_rms_fusion"] = True
     if model.moe is not None:  # dense inputs keep their fingerprint
         head["moe"] = [cfg.moe_ep, cfg.attention_dp, cfg.moe_routing, cfg.moe_kernel]
     text = json.dumps(head, sort_keys=True, default=str)

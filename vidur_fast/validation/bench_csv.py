@@ -34,6 +34,44 @@ FLOAT_FIELDS = ("ttft_ms", "tpot_ms")
 
 
 @dataclass(frozen=True)
+class PDStage:
+    """One side of a disaggregated deployment: its workers and each worker's layout."""
+
+    workers: int
+    tp: int
+    pp: int = 1
+    attention_dp: int = 1
+    """Attention data-parallel ranks of each worker (MoE models; each of tp GPUs)."""
+    moe_ep: int = 1
+    """Expert-parallel ranks of each worker's MoE layers (MoE models)."""
+    batch_size: int = 0
+    """Sequences per step the corpus states for each worker (per attention-DP rank)."""
+
+
+@dataclass(frozen=True)
+class PDLayout:
+    """A disaggregated deployment: prefill workers and decode workers (mode disagg)."""
+
+    prefill: PDStage
+    decode: PDStage
+
+    def label(self) -> str:
+        """`1P tp1 dp4 + 3D tp4`: workers, TP (PP, attention DP where > 1) of each side."""
+
+        def side(s: PDStage, letter: str) -> str:
+            out = f"{s.workers}{letter} tp{s.tp}"
+            if s.pp > 1:
+                out += f" pp{s.pp}"
+            if s.attention_dp > 1:
+                out += f" dp{s.attention_dp}"
+            if s.moe_ep > 1:
+                out += f" ep{s.moe_ep}"
+            return out
+
+        return f"{side(self.prefill, 'P')} + {side(self.decode, 'D')}"
+
+
+@dataclass(frozen=True)
 class BenchRow:
     """One measured benchmark: a closed loop of `concurrency` clients on one replica."""
 
@@ -58,6 +96,8 @@ class BenchRow:
     """Attention data-parallel ranks (MoE models; each of tp GPUs)."""
     moe_ep: int = 1
     """Expert-parallel ranks of the MoE layers (MoE models)."""
+    pd: PDLayout | None = None
+    """Prefill and decode workers of a disaggregated row (None: one aggregated replica)."""
 
 
 def _column_map(path: Path, columns: list[str]) -> dict[str, str]:

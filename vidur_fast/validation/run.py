@@ -16,7 +16,7 @@ import pandas as pd
 from vidur_fast.catalog import get_device, get_model, list_devices
 from vidur_fast.config.engine import resolve_engine
 from vidur_fast.config.predictor import PredictorConfig
-from vidur_fast.config.sim import ClusterConfig, SimConfig, VllmV1Scheduler
+from vidur_fast.config.sim import ClusterConfig, PoolConfig, SimConfig, VllmV1Scheduler
 from vidur_fast.config.workload import ClosedLoopWorkload, FixedLengths
 from vidur_fast.errors import ConfigError, UserError
 from vidur_fast.validation.bench_csv import BenchRow, read_bench_csv
@@ -142,10 +142,60 @@ def _moe_settings(row: BenchRow) -> dict:
     return {"attention_dp": row.attention_dp, "moe_ep": row.moe_ep}
 
 
+def _pd_cluster(row: BenchRow, device: str, cfg: ValidateConfig) -> ClusterConfig:
+    """The prefill and decode pools of a disaggregated row: each worker's attention-DP ranks
+    are replicas of its pool (they schedule on their own and step in lockstep, as in the
+    aggregated case), each pool with its own expert split; KV moves over the link the
+    prefill pool's node gives (its inter-node network: NIXL over RDMA)."""
+    pd = row.pd
+    moe = get_model(row.model).moe is not None
+    pools = tuple(
+        PoolConfig(
+            device=device,
+            tp=s.tp,
+            pp=s.pp,
+            num_replicas=s.workers * s.attention_dp,
+            role=role,
+            # each pool's own expert split (a dense model has none)
+            attention_dp=s.attention_dp if moe else None,
+            moe_ep=s.moe_ep if moe else None,
+        )
+        for role, s in (("prefill", pd.prefill), ("decode", pd.decode))
+    )
+    return ClusterConfig(
+        model=row.model, pools=pools, memory_margin_fraction=cfg.memory_margin_fraction
+    )
+
+
+# scheduler settings the prefill/decode flow may refuse (config/validate.py validate_pd)
+PD_REFUSABLE = ("async_scheduling", "enable_prefix_caching")
+
+
+def pd_engine_settings(sim: SimConfig) -> tuple[SimConfig, tuple[str, ...]]:
+    """A disaggregated row's config with the scheduler settings the prefill/decode flow
+    refuses turned off (and which those were); the rest as the row states them."""
+    from vidur_fast.config.validate import validate_pd
+
+    off: list[str] = []
+    while True:
+        try:
+            validate_pd(sim)
+        except ConfigError as exc:
+            name = next((n for n in PD_REFUSABLE if str(exc).startswith(f"scheduler.{n}:")), None)
+            if name is None or name in off:
+                raise
+            off.append(name)
+            sim = replace(sim, scheduler=replace(sim.scheduler, **{name: False}))
+            continue
+        return sim, tuple(off)
+
+
 def row_config(row: BenchRow, cfg: ValidateConfig) -> SimConfig:
     """The simulation of one benchmark row (ConfigError says why it cannot be modelled)."""
-    if row.mode not in ("", "agg"):
-        raise ConfigError(f"mode {row.mode!r}: only aggregated serving (agg) is modelled")
+    if row.mode not in ("", "agg", "disagg"):
+        raise ConfigError(f"mode {row.mode!r}: only agg and disagg serving are modelled")
+    if row.mode == "disagg" and row.pd is None:
+        raise ConfigError("mode disagg: the row states no prefill/decode workers")
     if row.backend.lower() not in SUPPORTED_BACKENDS:
         raise ConfigError(
             f"backend {row.backend!r}: only vllm is modelled (vLLM v1 scheduler and kernels)"
@@ -162,7 +212,8 @@ def row_config(row: BenchRow, cfg: ValidateConfig) -> SimConfig:
     # the clients evenly over them, so one rank with its share of the clients (the busiest:
     # rounded up) is simulated; its MoE layers run the tokens of every rank
     # (docs/timing_model.md, "Attention data parallelism")
-    dp = max(1, row.attention_dp)
+    # (disaggregated: every rank of both pools is simulated, with every client)
+    dp = max(1, row.attention_dp) if row.pd is None else 1
     concurrency = -(-row.concurrency // dp)
     n_req = cfg.requests_per_client * concurrency
     if row.num_requests:
@@ -180,6 +231,8 @@ def row_config(row: BenchRow, cfg: ValidateConfig) -> SimConfig:
         pp=row.pp,
         memory_margin_fraction=cfg.memory_margin_fraction,
     )
+    if row.pd is not None:
+        cluster = _pd_cluster(row, device, cfg)
     kv_dtype = KV_DTYPES.get(row.kv_cache_dtype.lower())
     if kv_dtype is None:
         raise ConfigError(
@@ -217,6 +270,8 @@ def simulate_row(row: BenchRow, cfg: ValidateConfig) -> RowResult:
 
     try:
         sim_cfg = row_config(row, cfg)
+        if row.pd is not None:
+            sim_cfg, _ = pd_engine_settings(sim_cfg)
         res = simulate(sim_cfg)
     except UserError as exc:
         return RowResult(row, skipped=str(exc).splitlines()[0])

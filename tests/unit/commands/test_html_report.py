@@ -152,3 +152,20 @@ def test_sweep_directory_page_with_its_pareto_chart(tmp_path):
     assert "prefill_e2e_time_p90" in text and "Pareto frontier" in text
     assert len(_images(text)) == 1 and 'class="pareto"' in text
     _screenshot(page, tmp_path / "sweep.png")
+
+
+def test_pd_run_page_shows_the_pools_and_hand_offs(pd_run_dir, tmp_path):
+    page = tmp_path / "pd.html"
+    assert main(["report", str(pd_run_dir), "--html", str(page)]) == 0
+    text = page.read_text()
+    assert "<h3>Pools</h3>" in text and "Disaggregated serving" in text
+    for cell in ("prefill", "decode", "2 x h100 tp1", "transfer p99 (ms)", "replica 1"):
+        assert f"<td>{cell}</td>" in text, cell
+    assert 'alt="0_pools"' in text and 'alt="0_pd_transfers"' in text
+    _screenshot(page, tmp_path / "pd.png")
+
+
+def test_one_pool_page_has_no_pool_section(two_runs, tmp_path):
+    page = tmp_path / "one.html"
+    assert main(["report", str(two_runs[0]), "--html", str(page)]) == 0
+    assert "<h3>Pools</h3>" not in page.read_text()

@@ -123,6 +123,29 @@ def test_kernel_preference_takes_that_kernels_nearest_shape():
     assert tm[nm == 8192][0] > 1.5 * t[n == 8192][0]  # Marlin: slower at prefill sizes
 
 
+def test_scaled_shape_keeps_the_kernels_latency_floor():
+    # gpt-oss at moe_tp 8 on Marlin: the measured shape (hidden 3584, width 3072 per GPU) is
+    # ~10x the bytes per expert; scaled down, the curve stops at the fastest latency the Marlin
+    # kernels reached at any measured configuration of this GPU
+    m, dev = get_model("openai/gpt-oss-120b"), get_device("h100")
+    _, _, rows = moe_rows(get_system(dev.aiconfigurator_system), "vllm")
+    n, t, prov = expert_curve(
+        rows, dev, m, moe_parallel(m, 8, 1, 1), "mxfp4", "power_law_1.2", "t", kernel="marlin"
+    )
+    marlin = rows[rows.kernel_source.astype(str).str.contains("marlin")]
+    marlin = marlin[(marlin.moe_dtype == "w4a16_mxfp4") & (marlin.distribution == "power_law_1.2")]
+    floor = prov["floor_ms"]
+    assert floor == pytest.approx(marlin.groupby(
+        ["hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size",
+         "num_tokens"]).latency.median().min())  # fmt: skip
+    assert "latency floor" in prov["rule"]
+    assert t.min() == pytest.approx(floor) and t[n == 1][0] == pytest.approx(floor)
+    assert t[n == 8192][0] > 10 * floor  # large batches scale with the work as before
+    # an exact shape is the table as measured, below any other configuration's floor
+    _, te, pe = _curve("Qwen/Qwen3-235B-A22B", "h200", 4, 1, 1, "fp8_block")
+    assert pe["exact"] and "floor_ms" not in pe
+
+
 def test_mla_module_tables_time_kimi():
     from vidur_fast.catalog import default_node_for, get_node
     from vidur_fast.timing.sources import load_samples
@@ -139,3 +162,56 @@ def test_mla_module_tables_time_kimi():
     assert dec[(8, 8192)] > dec[(8, 1024)] > 0
     pre = s.prefill.set_index(["kv_len", "chunk"]).time_ms
     assert pre[(0, 8192)] > pre[(0, 1024)] > 0
+
+
+def test_shared_experts_overlap_the_routed_experts_in_small_batches():
+    # vLLM's second CUDA stream: up to 256 tokens the layer lasts max(shared, routed)
+    from vidur_fast.timing.sources._aic_moe import SHARED_STREAM_MAX_TOKENS, overlap_shared
+
+    n = np.array([1, 64, 256, 512, 4096])
+    shared = np.array([0.02, 0.03, 0.05, 0.08, 0.4])
+    routed = np.array([0.05, 0.02, 0.04, 0.3, 1.0])
+    assert SHARED_STREAM_MAX_TOKENS == 256
+    assert np.allclose(overlap_shared(n, shared, routed), [0.0, 0.01, 0.01, 0.08, 0.4])
+
+
+def test_kimi_shared_expert_is_hidden_at_decode_sizes():
+    from vidur_fast.catalog import default_node_for, get_node
+    from vidur_fast.timing.sources import load_samples
+
+    m = get_model("moonshotai/Kimi-K2.5")
+    s = load_samples(
+        "aiconfigurator", m, get_device("h200"), get_node(default_node_for("h200")), 8, 1
+    )
+    ops = s.token_ops.set_index(["op", "num_tokens"]).time_ms
+    assert s.provenance["moe"]["shared_overlap_max_tokens"] == 256
+    assert ops[("moe_shared", 8)] == 0.0 < ops[("moe_experts", 8)]  # routed experts outlast it
+    assert ops[("moe_shared", 8192)] > 0.0  # large batches: one stream
+
+
+def test_allreduce_rms_fusion_folds_the_norms_into_the_allreduce():
+    from vidur_fast.catalog import default_node_for, get_node
+    from vidur_fast.errors import ProfileError
+    from vidur_fast.timing.sources import load_samples
+    from vidur_fast.timing.sources._common import ALLREDUCE_RMS_FUSION_MAX_MB
+
+    m, dev = get_model("moonshotai/Kimi-K2.5"), get_device("h200")
+    node = get_node(default_node_for("h200"))
+    plain = load_samples("aiconfigurator", m, dev, node, 8, 1)
+    fused = load_samples("aiconfigurator", m, dev, node, 8, 1, allreduce_rms_fusion=True)
+    p = plain.token_ops.set_index(["op", "num_tokens"]).time_ms
+    f = fused.token_ops.set_index(["op", "num_tokens"]).time_ms
+    rule = fused.provenance["allreduce_rms_fusion"]
+    # vLLM's limit at TP 8: 1 MB of bf16 rows of 7168 -> 73 tokens
+    assert rule["max_tokens"] == int(ALLREDUCE_RMS_FUSION_MAX_MB[8] * 2**20 // (7168 * 2)) == 73
+    for op in ("input_layernorm", "post_attention_layernorm", "add"):
+        assert f[(op, 8)] == 0.0 < p[(op, 8)]
+        assert f[(op, 8192)] == p[(op, 8192)] > 0.0  # above the limit: separate kernels
+    assert f[("moe_experts", 8)] == p[("moe_experts", 8)]
+    assert "allreduce_rms_fusion" not in plain.provenance
+    assert plain.provenance["layer_weights"] == fused.provenance["layer_weights"]  # MoE shares
+    one = load_samples("aiconfigurator", m, dev, node, 1, 1, allreduce_rms_fusion=True)
+    assert "allreduce_rms_fusion" not in one.provenance  # no TP all-reduce to fuse into
+    with pytest.raises(ProfileError, match="allreduce_rms_fusion needs the aiconfigurator"):
+        load_samples("roofline", get_model("Qwen/Qwen3-32B"), dev, node, 2, 1,
+                     allreduce_rms_fusion=True)  # fmt: skip

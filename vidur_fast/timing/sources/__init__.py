@@ -39,6 +39,7 @@ def load_samples(
     moe_routing: str = "power_law_1.2",
     moe_kernel: str = "",
     decode_attention_kv_dtype: str = "",
+    allreduce_rms_fusion: bool = False,
 ) -> OperatorSamples:
     """Operator samples of `model` on `device` in `node` at the given TP and PP.
 
@@ -49,7 +50,8 @@ def load_samples(
     aiconfigurator only). kv_cache_dtype: bf16, fp16 or fp8 KV cache (attention and KV save).
     kernel_envelope: the fastest-kernel envelope of aiconfigurator's GEMM and all-reduce tables.
     decode_attention_kv_dtype: aiconfigurator only; the KV-cache dtype whose measured decode
-    attention kernels time decode ("" = kv_cache_dtype).
+    attention kernels time decode ("" = kv_cache_dtype). allreduce_rms_fusion: aiconfigurator
+    only; the residual add and RMSNorms fused into the TP all-reduces (vLLM fuse_allreduce_rms).
     Raises ProfileError (one line naming the file/field and what is available) on bad input.
     """
     _check_source(source)
@@ -65,6 +67,8 @@ def load_samples(
         )
     if decode_attention_kv_dtype and source != "aiconfigurator":
         raise profile_error(source, "decode_attention_kv_dtype needs the aiconfigurator source")
+    if allreduce_rms_fusion and source != "aiconfigurator":
+        raise profile_error(source, "allreduce_rms_fusion needs the aiconfigurator source")
     if source == "vidur":
         return vidur.load(
             model, device, node, tp, pp,
@@ -79,6 +83,7 @@ def load_samples(
             moe_ep=moe_ep, attention_dp=attention_dp, moe_routing=moe_routing,
             moe_kernel=moe_kernel,
             decode_attention_kv_dtype=decode_attention_kv_dtype,
+            allreduce_rms_fusion=allreduce_rms_fusion,
         )  # fmt: skip
     return roofline.load(
         model, device, node, tp, pp, precision=precision, kv_cache_dtype=kv_cache_dtype,

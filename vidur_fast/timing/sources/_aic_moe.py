@@ -8,14 +8,18 @@ A MoE layer on one GPU is timed as the sum of
                             at the tokens of every attention-DP rank (they share the experts),
                             for the model's (hidden, expert width, top-k, experts), moe_tp,
                             moe_ep, expert dtype and routing distribution
-    moe_shared              shared experts as dense GEMMs (split over TP) and their activation
+    moe_shared              shared experts as dense GEMMs (split over TP) and their activation;
+                            for batches of up to SHARED_STREAM_MAX_TOKENS tokens vLLM runs
+                            them on a second CUDA stream beside the routed experts, so only
+                            their excess over the routed experts' time remains
     moe_dispatch/combine    with attention DP > 1: NCCL all-gather of the DP ranks' tokens
                             before the experts and reduce-scatter of their outputs after; with
                             one DP rank every TP rank already holds all tokens and the layer's
                             TP all-reduce combines the experts' partial outputs
 A shape the table lacks takes the nearest measured one (log distance over hidden size, per-GPU
 expert width, per-GPU top-k and local experts) scaled by the ratio of the two shapes' roofline
-times at each token count; the match is recorded in the provenance.
+times at each token count, not below the latency floor of the kernels (the fastest latency any
+of their measured configurations reached on the GPU); the match is recorded in the provenance.
 """
 
 import numpy as np
@@ -57,6 +61,10 @@ PEAK = {
 }  # fmt: skip
 ROOF_FLOP_EFF, ROOF_MEM_EFF, ROOF_KERNEL_MS = 0.8, 0.8, 0.003
 KEYS = ("hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size")
+# vLLM runs the shared experts of a MoE layer on an auxiliary CUDA stream, concurrently with the
+# routed experts, for batches of at most VLLM_SHARED_EXPERTS_STREAM_TOKEN_THRESHOLD tokens (256
+# by default; vllm-project/vllm PRs 26440, 28406 and 30085, on CUDA since vLLM 0.12)
+SHARED_STREAM_MAX_TOKENS = 256
 
 
 def expert_format(model: ModelSpec, precision: str) -> str:
@@ -196,11 +204,15 @@ def expert_curve(
     curve = pick_fastest_kernel(sel[keep], ["num_tokens"]).sort_values("num_tokens")
     n = curve.num_tokens.to_numpy(dtype=np.int64)
     t = curve.latency.to_numpy(dtype=np.float64)
+    floor_ms = None
     if not exact:
         ratio = model_roofline_ms(device, dtype, model, par, n) / expert_roofline_ms(
             device, dtype, n, *_shape_terms(*best)
         )
-        t = t * ratio
+        # a smaller shape takes less time only down to the kernel's latency floor: the
+        # fastest latency any measured configuration of these kernels reached on this GPU
+        floor_ms = float(pick_fastest_kernel(sel, [*KEYS, "num_tokens"]).latency.min())
+        t = np.maximum(t * ratio, floor_ms)
     prov = {
         "moe_dtype": dtype,
         "distribution": routing,
@@ -211,8 +223,21 @@ def expert_curve(
     if kernel:
         prov["kernel"] = sorted(set(sel[keep].kernel_source.astype(str)))
     if not exact:
-        prov["rule"] = "nearest measured shape scaled by the roofline ratio"
+        prov["rule"] = (
+            "nearest measured shape scaled by the roofline ratio, not below the kernels' "
+            "latency floor"
+        )
+        prov["floor_ms"] = floor_ms
     return n, t, prov
+
+
+def overlap_shared(tokens: np.ndarray, shared: np.ndarray, experts: np.ndarray) -> np.ndarray:
+    """Shared-expert time that remains beside the routed experts: up to SHARED_STREAM_MAX_TOKENS
+    tokens per rank the two run on separate streams, so the layer lasts max(shared, routed)
+    and the shared op keeps only its excess; above, they run one after the other."""
+    tokens = np.asarray(tokens, dtype=np.float64)
+    hidden = np.maximum(np.asarray(shared) - np.asarray(experts), 0.0)
+    return np.where(tokens <= SHARED_STREAM_MAX_TOKENS, hidden, shared)
 
 
 def tokens_curve(n: np.ndarray, t: np.ndarray, tokens: np.ndarray, dp: int) -> np.ndarray:

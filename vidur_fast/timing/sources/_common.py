@@ -169,6 +169,30 @@ def elementwise_bytes(
     return out
 
 
+# vLLM's fuse_allreduce_rms pass fuses a TP all-reduce of at most this many MB with the residual
+# add and RMSNorm after it (PassConfig.fi_allreduce_fusion_max_size_mb, Hopper defaults)
+ALLREDUCE_RMS_FUSION_MAX_MB = {2: 64.0, 4: 2.0, 8: 1.0}
+FUSED_AFTER_ALLREDUCE = ("input_layernorm", "post_attention_layernorm", "add")
+
+
+def fuse_allreduce_rms(
+    parts: dict[str, tuple[np.ndarray, np.ndarray]], model: ModelSpec, tp: int
+) -> dict | None:
+    """Zero the residual add and RMSNorms that vLLM's fuse_allreduce_rms pass runs inside the
+    TP all-reduce before them, at the token counts whose all-reduce (tokens x hidden in bf16)
+    is within the pass's size limit for tp GPUs; returns the rule's provenance (None: no TP
+    all-reduce, or a TP size the pass does not fuse). Mutates: parts."""
+    limit = ALLREDUCE_RMS_FUSION_MAX_MB.get(tp)
+    if limit is None:
+        return None
+    max_tokens = int(limit * 2**20 // (model.embedding_dim * BF16_BYTES))
+    for op in FUSED_AFTER_ALLREDUCE:
+        if op in parts:
+            n, t = parts[op]
+            parts[op] = (n, np.where(np.asarray(n) <= max_tokens, 0.0, t))
+    return {"max_mb": limit, "max_tokens": max_tokens, "ops": list(FUSED_AFTER_ALLREDUCE)}
+
+
 def memory_bound_token_ops(
     model: ModelSpec,
     tp: int,

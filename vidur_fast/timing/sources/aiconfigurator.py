@@ -41,12 +41,14 @@ from vidur_fast.timing.sources._aic_mla import mla_attention
 from vidur_fast.timing.sources._aic_moe import (
     EXPERT_DTYPES,
     MOE_TABLE,
+    SHARED_STREAM_MAX_TOKENS,
     expert_curve,
     expert_format,
     layer_weights,
     model_roofline_ms,
     moe_rows,
     nccl_curve,
+    overlap_shared,
     tokens_curve,
 )
 from vidur_fast.timing.sources._common import (
@@ -61,6 +63,7 @@ from vidur_fast.timing.sources._common import (
     empty_frame,
     file_digest,
     frame,
+    fuse_allreduce_rms,
     interp_loglog,
     join,
     kv_bytes_of,
@@ -458,6 +461,10 @@ def _moe_ops(
         n_dn, t_dn = sh["down"]
         act = (3 * hs * BF16_BYTES * TOKEN_COUNTS) / mem_bps * 1e3 + mem_const_ms
         t_sh = np.interp(TOKEN_COUNTS, n_up, t_up) + np.interp(TOKEN_COUNTS, n_dn, t_dn) + act
+        if backend == "vllm":  # a second CUDA stream beside the routed experts
+            n_ex, t_ex = parts["moe_experts"]
+            t_sh = overlap_shared(TOKEN_COUNTS, t_sh, np.interp(TOKEN_COUNTS, n_ex, t_ex))
+            prov["shared_overlap_max_tokens"] = SHARED_STREAM_MAX_TOKENS
         parts["moe_shared"] = (TOKEN_COUNTS, t_sh)
     if dp > 1:
         e = float(model.embedding_dim)
@@ -510,6 +517,7 @@ def load(
     moe_routing: str = "power_law_1.2",
     moe_kernel: str = "",
     decode_attention_kv_dtype: str = "",
+    allreduce_rms_fusion: bool = False,
 ) -> OperatorSamples:
     """Samples for one model/device/node/TP/PP from the aiconfigurator database.
 
@@ -549,6 +557,7 @@ def load(
         parts["attn_qk_norm_allreduce"] = (
             TOKEN_COUNTS, 2 * interp_loglog(TOKEN_COUNTS * 2.0, xq, fq, above_exponent=1.0)
         )  # fmt: skip
+    fusion = fuse_allreduce_rms(parts, model, tp) if allreduce_rms_fusion and tp > 1 else None
     token_ops = token_ops_frame(parts)
 
     # attention
@@ -653,6 +662,8 @@ def load(
     if model.moe is not None:
         provenance["moe"] = moe_prov
         provenance["layer_weights"] = layer_weights(model)
+    if fusion is not None:
+        provenance["allreduce_rms_fusion"] = fusion
     if block_rule is not None:
         provenance["fp8_block_gemm"] = block_rule
     if mla_prov is not None:

@@ -18,6 +18,7 @@ from vidur_fast.timing.sources._aic_moe import (
     expert_format,
     layer_weights,
     model_roofline_ms,
+    overlap_shared,
 )
 from vidur_fast.timing.sources._common import (
     BF16_BYTES,
@@ -259,7 +260,8 @@ def _moe_parts(parts, rf, model, device, node, tp, dp, ep, precision) -> dict:
     if x.num_shared_experts:
         hs = -(-x.num_shared_experts * x.shared_expert_dim // tp)
         act = (3 * hs * BF16_BYTES * n) / rf.mem_bps * 1e3 + KERNEL_OVERHEAD_MS
-        parts["moe_shared"] = (n, gemm_ms(rf, n, 2 * hs, e) + gemm_ms(rf, n, e, hs) + act)
+        t_sh = gemm_ms(rf, n, 2 * hs, e) + gemm_ms(rf, n, e, hs) + act
+        parts["moe_shared"] = (n, overlap_shared(n, t_sh, parts["moe_experts"][1]))
     if dp > 1:  # a ring all-gather (reduce-scatter) moves half of a ring all-reduce's bytes
         gathered = n * dp * float(e * BF16_BYTES)
         half = allreduce_ms(node, dp, gathered) / 2

@@ -53,6 +53,8 @@ class Campaign:
     held_out: str = ""
     """Why the rows cannot be reproduced as measured ("" = they can): with campaign facts on
     (and no prompt-pool what-if) they are listed as not simulated with this reason."""
+    modes: tuple[str, ...] = ()
+    """Only rows of these serving modes (agg, disagg; () = every mode)."""
 
 
 CAMPAIGNS: tuple[Campaign, ...] = (
@@ -77,6 +79,21 @@ CAMPAIGNS: tuple[Campaign, ...] = (
         hopper_decode_attention_kv_dtype="bf16",
         mixed_graph_tokens_per_client=2,
         no_mixed_graph_devices=("b200",),
+    ),
+    Campaign(
+        name="dynamo-gtl-disagg",
+        pattern=r"image=nvcr\.io/nvidia/ai-dynamo/vllm-runtime",
+        modes=("disagg",),
+        description=(
+            "NVIDIA Dynamo vllm-runtime 0.8.0 container (vLLM 0.12.0), disaggregated: prefill "
+            "and decode workers behind the Dynamo frontend, KV moved by NIXL; client "
+            "concurrency not recorded"
+        ),
+        held_out=(
+            "client concurrency not recorded (the id's concurrency field is empty; the "
+            "corpus's decode_batch_size x decode workers is the operating point aiconfigurator "
+            "estimates, not a stated client count)"
+        ),
     ),
     Campaign(
         name="dynamo-gtl",
@@ -120,6 +137,8 @@ CAMPAIGNS: tuple[Campaign, ...] = (
 def campaign_for(row: SiliconRow) -> Campaign | None:
     text = f"{row.source}; model={row.bench.model}"
     for c in CAMPAIGNS:
+        if c.modes and row.bench.mode not in c.modes:
+            continue
         if re.search(c.pattern, text):
             return c
     return None

@@ -34,6 +34,9 @@ class MoECampaign(Campaign):
     graph_capture_max_tokens: int = 0
     """The servers set `max-cudagraph-capture-size` to this many tokens, so mixed batches up to
     it replay piecewise CUDA graphs (predictor.graph_max_tokens; 0 = not stated)."""
+    allreduce_rms_fusion: bool = False
+    """The servers pass `fuse_allreduce_rms: true` in their compilation config's pass_config
+    (predictor.allreduce_rms_fusion; False = not stated)."""
 
 
 # What every InferenceX MoE server and client of the sweep ran: benchmark_serving.py drawing
@@ -84,12 +87,15 @@ MOE_CAMPAIGNS: tuple[Campaign, ...] = (
         ),
         description=(
             "public InferenceMAX/InferenceX sweep, Kimi-K2.5 int4 (vllm/vllm-openai 0.16, "
-            "--max-num-seqs CONC, async scheduling on by default, no prefix caching, bf16 KV "
-            "cache); client benchmark_serving.py --random-range-ratio 0.8 --num-prompts 10*CONC"
+            "--max-num-seqs CONC, fuse_allreduce_rms, async scheduling on by default, no prefix "
+            "caching, bf16 KV cache); client benchmark_serving.py --random-range-ratio 0.8 "
+            "--num-prompts 10*CONC"
         ),
         **INFERENCEX_CLIENT,
         # --max-num-seqs CONC: vLLM >= 0.11 captures graphs up to min(2 x max_num_seqs, 512)
         mixed_graph_tokens_per_client=2,
+        # --compilation-config '{"pass_config": {"fuse_allreduce_rms": true}, ...}'
+        allreduce_rms_fusion=True,
         models=("moonshotai/Kimi-K2.5",),
     ),
     Campaign(

@@ -15,7 +15,13 @@ import pandas as pd
 
 from vidur_fast.errors import ConfigError, UserError
 from vidur_fast.validation.bench_csv import BenchRow
-from vidur_fast.validation.run import ValidateConfig, aggregate, resolve_device, row_config
+from vidur_fast.validation.run import (
+    ValidateConfig,
+    aggregate,
+    pd_engine_settings,
+    resolve_device,
+    row_config,
+)
 from vidur_fast.validation.silicon.campaigns import (
     HOPPER_DEVICES,
     Campaign,
@@ -48,8 +54,8 @@ class SiliconValidateConfig:
     system: tuple[str, ...] = ()
     """Only rows of these systems (aiconfigurator names like h200_sxm or catalog names)."""
     max_rows_per_group: int = 0
-    """Simulate at most this many rows of each (model, system, precision) group, spread over
-    the group (0 = all)."""
+    """Simulate at most this many rows of each (model, system, precision, mode) group, spread
+    over the group (0 = all)."""
     out: str | None = None
     """Write the per-row results (with the physics columns) as CSV here."""
     campaign_facts: bool = True
@@ -92,7 +98,7 @@ def select_rows(rows: list[SiliconRow], cfg: SiliconValidateConfig) -> list[Sili
     if cfg.max_rows_per_group > 0:
         groups: dict[tuple, list[SiliconRow]] = {}
         for r in out:
-            groups.setdefault(group_key(r), []).append(r)
+            groups.setdefault((*group_key(r), r.bench.mode), []).append(r)
         keep = set()
         for g in groups.values():
             n = len(g)
@@ -137,9 +143,10 @@ def simulate_silicon(cfg: SiliconValidateConfig, progress=None) -> pd.DataFrame:
 
 def _simulate(
     b: BenchRow, sim_cfg: ValidateConfig, camp: Campaign | None, tmp: Path, prompt_pool: int = 0
-) -> tuple[str, float, float]:
-    """(skip reason, simulated mean TTFT ms, mean TPOT ms) of one row, with the campaign's
-    stated settings when `camp` is given."""
+) -> tuple[str, float, float, tuple[str, ...]]:
+    """(skip reason, simulated mean TTFT ms, mean TPOT ms, scheduler settings turned off for
+    the prefill/decode flow) of one row, with the campaign's stated settings when `camp` is
+    given."""
     from vidur_fast.api import simulate
     from vidur_fast.config.workload import TraceLengths
 
@@ -151,6 +158,8 @@ def _simulate(
             cfg = replace(cfg, predictor=replace(cfg.predictor, kv_cache_dtype=camp.kv_cache_dtype))
         if camp is not None and getattr(camp, "moe_kernel", ""):
             cfg = replace(cfg, predictor=replace(cfg.predictor, moe_kernel=camp.moe_kernel))
+        if camp is not None and getattr(camp, "allreduce_rms_fusion", False):
+            cfg = replace(cfg, predictor=replace(cfg.predictor, allreduce_rms_fusion=True))
         if camp is not None and camp.async_scheduling is not None:
             sched = replace(cfg.scheduler, async_scheduling=camp.async_scheduling)
             cfg = replace(cfg, scheduler=sched)
@@ -183,14 +192,18 @@ def _simulate(
             cfg = replace(cfg, workload=replace(cfg.workload, lengths=lengths))
         if prompt_pool:
             cfg = replace(cfg, workload=replace(cfg.workload, prompt_pool=prompt_pool))
+        off: tuple[str, ...] = ()
+        if b.pd is not None:
+            cfg, off = pd_engine_settings(cfg)
         res = simulate(cfg)
     except UserError as exc:
-        return str(exc).splitlines()[0], math.nan, math.nan
+        return str(exc).splitlines()[0], math.nan, math.nan, ()
+    # the client's view, as the run's metrics define it (for PD too)
     cl = res.summary["closed_loop"]
     if cl["ttft"].get("count", 0) == 0:
-        return "no request completed in the measurement window", math.nan, math.nan
+        return "no request completed in the measurement window", math.nan, math.nan, off
     tpot = cl["tpot"].get("mean", math.nan) if cl["tpot"].get("count", 0) else math.nan
-    return "", 1e3 * cl["ttft"]["mean"], 1e3 * tpot
+    return "", 1e3 * cl["ttft"]["mean"], 1e3 * tpot, off
 
 
 def _simulate_rows(rows, cfg: SiliconValidateConfig, sim_cfg: ValidateConfig, tmp: Path, progress):
@@ -199,16 +212,18 @@ def _simulate_rows(rows, cfg: SiliconValidateConfig, sim_cfg: ValidateConfig, tm
         b = r.bench
         reason = _prefilter(r)
         sim_ttft = sim_tpot = math.nan
+        off: tuple[str, ...] = ()
         camp = campaign_for(r) or moe_campaign_for(r)
         if not reason and camp is not None and camp.held_out and cfg.campaign_facts:
             if not cfg.prompt_pool:
                 reason = f"held out: {camp.held_out}"
         if not reason:
-            reason, sim_ttft, sim_tpot = _simulate(
+            reason, sim_ttft, sim_tpot, off = _simulate(
                 b, sim_cfg, camp if cfg.campaign_facts else None, tmp, cfg.prompt_pool
             )
         phys = None
-        if not r.skipped and not is_moe(b.model):  # the check counts dense layers
+        # the check counts dense layers on one replica (not a prefill/decode split)
+        if not r.skipped and not is_moe(b.model) and b.pd is None:
             try:
                 device = resolve_device(b.device)
             except UserError:
@@ -222,6 +237,9 @@ def _simulate_rows(rows, cfg: SiliconValidateConfig, sim_cfg: ValidateConfig, tm
             "model": b.model,
             "system": b.device,
             "precision": r.precision,
+            "mode": b.mode,
+            "layout": b.pd.label() if b.pd is not None else "",
+            "pd_settings_off": ",".join(off),
             "campaign": r.campaign,
             "campaign_facts": camp.name if (camp and cfg.campaign_facts) else "",
             "measured": r.measured,
@@ -363,3 +381,58 @@ def _aggregate_lines(agg: dict) -> list[str]:
                 f"median APE {a['median_ape_pct']:.1f}%  max APE {a['max_ape_pct']:.1f}%"
             )
     return out
+
+
+def format_disagg(df: pd.DataFrame) -> str:
+    """The disaggregated rows: one line per simulated row (its prefill/decode layout, client
+    count, measured and simulated mean TTFT / TPOT, errors), then the rows not simulated,
+    counted per reason and system, then the aggregate."""
+    lines = []
+    ok = df[df["skipped"] == ""]
+    if len(ok):
+        lines.append(
+            f"{'row':>5} {'model':<26} {'system':<9} {'layout':<24} {'conc':>4} {'isl':>5} "
+            f"{'osl':>5} {'ttft meas':>9} {'sim':>8} {'err%':>7} {'tpot meas':>9} {'sim':>7} "
+            f"{'err%':>7}"
+        )
+        for r in ok.itertuples(index=False):
+            conc = f"{r.concurrency}{'' if r.concurrency_recorded else '*'}"
+            lines.append(
+                f"{r.row:>5} {r.model[:26]:<26} {r.system[:9]:<9} {r.layout[:24]:<24} "
+                f"{conc:>4} {r.isl:>5} {r.osl:>5} {r.measured_ttft_ms:>9.1f} "
+                f"{r.sim_ttft_ms:>8.1f} {r.ttft_err_pct:>+7.1f} {r.measured_tpot_ms:>9.2f} "
+                f"{r.sim_tpot_ms:>7.2f} {r.tpot_err_pct:>+7.1f}"
+            )
+        if not ok["concurrency_recorded"].astype(bool).all():
+            lines.append("* client count not recorded: decode_batch_size x decode workers")
+        off = sorted({s for v in ok["pd_settings_off"] for s in str(v).split(",") if s})
+        if off:
+            lines.append(
+                f"simulated with {' and '.join(off)} off (the prefill/decode flow refuses them)"
+            )
+    skipped = df[df["skipped"] != ""]
+    for (reason, system), g in skipped.groupby(["skipped", "system"], sort=True):
+        rows = g["row"].to_numpy()
+        which = (
+            f"row {rows[0]}" if len(rows) == 1 else f"{len(rows)} rows ({rows.min()}-{rows.max()})"
+        )
+        lines.append(f"not simulated: {which}, {system}: {reason}")
+    agg = aggregate(df)
+    lines.append(
+        f"rows {agg['rows']}: simulated {agg['simulated']}, not simulated {agg['skipped']}"
+    )
+    lines.extend(_aggregate_lines(agg))
+    return "\n".join(lines)
+
+
+def format_silicon(df: pd.DataFrame, per_row: bool = False) -> str:
+    """The report of `validate --silicon-sample`: the aggregated rows' groups, then the
+    disaggregated rows (format_disagg), each where the selection has some."""
+    parts = []
+    agg = df[df["mode"] != "disagg"]
+    dis = df[df["mode"] == "disagg"]
+    if len(agg):
+        parts.append(format_groups(agg, per_row=per_row))
+    if len(dis):
+        parts.append("Disaggregated rows (prefill and decode pools):\n" + format_disagg(dis))
+    return "\n\n".join(parts)

@@ -15,7 +15,7 @@ import pandas as pd
 
 from vidur_fast.catalog.names import stated_quantization
 from vidur_fast.errors import ConfigError, TraceError
-from vidur_fast.validation.bench_csv import BenchRow
+from vidur_fast.validation.bench_csv import BenchRow, PDLayout, PDStage
 
 SAMPLE_PACKAGE = "aiconfigurator_core"
 SAMPLE_RESOURCE = ("systems", "silicon_sample.csv")
@@ -29,6 +29,8 @@ MOE_NAME = re.compile(
     r"deepseek-(v\d|r\d)|kimi-k\d|minimax-m\d|gpt-oss|mixtral|glm-[45]|-a\d+b\b|qwen3\.5-\d+b",
     re.IGNORECASE,
 )
+# the client count in a row's id (`..._1024x1024_c64_tp8_...`; `_c_` where none is recorded)
+ID_CONCURRENCY = re.compile(r"_c(\d+)(?:_|$)")
 # source keys that identify one measurement, not the campaign
 PER_ROW_KEYS = ("config_id", "silicon_concurrency", "gtl_task_id", "workflow_run_id", "measured")
 
@@ -180,6 +182,42 @@ def moe_row_settings(path: Path, i: int, rec: dict, model: str, tp: int):
     return dp, mep, prec, ""
 
 
+def pd_row_layout(path: Path, i: int, rec: dict, moe: bool) -> tuple[PDLayout | None, str]:
+    """(prefill/decode layout, skip reason) of a disaggregated row.
+
+    Each side states its workers, TP, PP, attention DP, MoE TP x EP and batch size
+    (`prefill_*`, `decode_*`). A moe_tp_size / moe_ep_size of 0 or empty is not stated: vLLM
+    without --enable-expert-parallel splits every expert over the tp x dp GPUs (moe_ep 1)."""
+    sides = []
+    for side in ("prefill", "decode"):
+
+        def get(col: str, low: int = 1, side=side):
+            return _int(path, i, f"{side}_{col}", rec.get(f"{side}_{col}"), low)
+
+        workers, tp = get("num_workers"), get("tp_size")
+        if workers is None or tp is None:
+            return None, f"{side}_num_workers/{side}_tp_size empty"
+        dp = get("attention_dp_size") or 1
+        mtp, mep = get("moe_tp_size", 0) or 0, get("moe_ep_size", 0) or 0
+        if moe and mtp and mep and mtp * mep != tp * dp:
+            why = (
+                f"{side}_moe_tp_size x {side}_moe_ep_size = {mtp} x {mep} is not "
+                f"{side}_tp_size x {side}_attention_dp_size = {tp} x {dp}"
+            )
+            return None, why
+        sides.append(
+            PDStage(
+                workers=workers,
+                tp=tp,
+                pp=get("pp_size") or 1,
+                attention_dp=dp if moe else 1,
+                moe_ep=(mep or 1) if moe else 1,
+                batch_size=get("batch_size") or 0,
+            )
+        )
+    return PDLayout(*sides), ""
+
+
 def read_silicon_sample(path: str | Path | None = None) -> list[SiliconRow]:
     """Every row of a silicon corpus file (default: the installed package's)."""
     path = Path(path) if path is not None else sample_path()
@@ -204,6 +242,9 @@ def read_silicon_sample(path: str | Path | None = None) -> list[SiliconRow]:
         pp = _int(path, i, "pp_size", rec["pp_size"])
         batch = _int(path, i, "batch_size", rec["batch_size"])
         conc = _int(path, i, "silicon_data_source", src.get("silicon_concurrency"))
+        if conc is None:  # the id's `_c<N>_` field (it agrees with the source wherever both do)
+            stated_c = ID_CONCURRENCY.search(_str(rec["id"]))
+            conc = int(stated_c.group(1)) if stated_c and int(stated_c.group(1)) > 0 else None
         precision = (
             _str(rec["gemm_quant_mode"]) or _str(rec["precision"]) or stated_quantization(model)
         ).lower() or "bf16"
@@ -211,8 +252,20 @@ def read_silicon_sample(path: str | Path | None = None) -> list[SiliconRow]:
         dp, ep, sim_precision = 1, 1, "" if precision == "bf16" else precision
         if is_moe(model):
             dp, ep, sim_precision, skipped = moe_row_settings(path, i, rec, model, tp or 1)
-        if mode != "agg":
-            skipped = f"mode {mode or '(empty)'}: only aggregated serving (agg) is modelled"
+        pd_layout = None
+        if mode == "disagg":
+            pd_layout, why = pd_row_layout(path, i, rec, is_moe(model))
+            skipped = skipped or why
+            if pd_layout is not None:
+                # the decode side's stated batch per worker (per attention-DP rank) stands in
+                # for the client count where the source records none (aiconfigurator's own
+                # convention: concurrency = batch x attention DP, per worker)
+                d = pd_layout.decode
+                batch = d.batch_size * d.attention_dp * d.workers or None
+                tp, pp = d.tp, d.pp
+                dp, ep = d.attention_dp, d.moe_ep
+        if mode not in ("agg", "disagg"):
+            skipped = f"mode {mode or '(empty)'}: only agg and disagg serving are modelled"
         elif backend != "vllm":
             skipped = f"backend {backend}: only vllm is modelled (vLLM v1 scheduler and kernels)"
         elif skipped:
@@ -239,6 +292,7 @@ def read_silicon_sample(path: str | Path | None = None) -> list[SiliconRow]:
             tpot_ms=_ms(path, i, "silicon_tpot_ms", rec["silicon_tpot_ms"]),
             attention_dp=dp,
             moe_ep=ep,
+            pd=pd_layout,
         )
         rows.append(
             SiliconRow(
