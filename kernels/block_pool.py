@@ -11,17 +11,17 @@ one 16-byte record, so a block costs one cache line where separate arrays cost o
 pool of a replica is megabytes, the accesses random):
   blk[r, b, BLK_REF]    references to block b (0 = free, possibly still cached)
   blk[r, b, BLK_DUP]    the hash map's duplicate link (hash_map.py)
-  blk[r, b, BLK_PREV], blk[r, b, BLK_NEXT]
-                        intrusive doubly linked free-block queue; head = next to evict (LRU)
+  blk[r, b, BLK_SLOT]   b's slot in the free-block ring while b is free (NO_ID otherwise)
   hash[r, b]            chained block hash, NO_HASH when b holds no full cached block
+  fring[r, c]           the free-block queue as a ring of block ids; head = next to evict
+                        (LRU), NO_ID = a hole left by a block taken out of the middle
 """
 
 from numba import njit
 from vidur_fast.kernels.codes import (
     BLK_DUP,
-    BLK_NEXT,
-    BLK_PREV,
     BLK_REF,
+    BLK_SLOT,
     BLK_UNINDEXED,
     HT_KEY,
 )
@@ -33,27 +33,43 @@ from vidur_fast.kernels.prefetch import prefetch_nb
 PREFETCH_AHEAD = 8
 
 # ---- free-block queue (LRU: evict from the head, freed blocks go to the tail) ----
+# A ring of block ids per replica (KvPool.fring[r]), positions [fhead, ftail) in use (monotone
+# int64 positions, slot = position & (ring size - 1)). A block taken out of the middle (a hit
+# on a free cached block) leaves a hole (NO_ID) that pops skip, so popping n blocks reads n
+# consecutive ids instead of chasing n links through the pool, and the records of the blocks
+# ahead can be fetched in parallel. The ring is twice the blocks, so that a full ring (holes
+# and all) compacts to at most half.
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _queue_compact_nb(kv, r):
+    """Close the holes of replica r's ring (in queue order) when it is full.
+
+    Mutates: kv.fring, kv.blk (slots), kv.ftail.
+    Returns: nothing.
+    """
+    mask = kv.fring.shape[1] - 1
+    w = kv.fhead[r]
+    for pos in range(kv.fhead[r], kv.ftail[r]):
+        b = kv.fring[r, pos & mask]
+        if b != NO_ID:
+            kv.fring[r, w & mask] = b
+            kv.blk[r, b, BLK_SLOT] = w & mask
+            w += 1
+    for pos in range(w, kv.ftail[r]):
+        kv.fring[r, pos & mask] = NO_ID
+    kv.ftail[r] = w
 
 
 @njit(cache=True, nogil=True, _nrt=False)
 def _queue_remove_nb(kv, r, b):
-    """Unlink block b from replica r's free-block queue.
+    """Take block b out of replica r's free-block queue (it leaves a hole).
 
-    Mutates: kv.blk (links), kv.fhead, kv.ftail, kv.nfree.
+    Mutates: kv.fring, kv.blk (slot), kv.nfree.
     Returns: nothing.
     """
-    pv = kv.blk[r, b, BLK_PREV]
-    nx = kv.blk[r, b, BLK_NEXT]
-    if pv == NO_ID:
-        kv.fhead[r] = nx
-    else:
-        kv.blk[r, pv, BLK_NEXT] = nx
-    if nx == NO_ID:
-        kv.ftail[r] = pv
-    else:
-        kv.blk[r, nx, BLK_PREV] = pv
-    kv.blk[r, b, BLK_PREV] = NO_ID
-    kv.blk[r, b, BLK_NEXT] = NO_ID
+    kv.fring[r, kv.blk[r, b, BLK_SLOT]] = NO_ID
+    kv.blk[r, b, BLK_SLOT] = NO_ID
     kv.nfree[r] -= 1
 
 
@@ -61,17 +77,15 @@ def _queue_remove_nb(kv, r, b):
 def _queue_push_back_nb(kv, r, b):
     """Append block b at the tail of replica r's free-block queue (evicted last).
 
-    Mutates: kv.blk (links), kv.fhead, kv.ftail, kv.nfree.
+    Mutates: kv.fring, kv.blk (slot), kv.ftail, kv.nfree.
     Returns: nothing.
     """
-    t = kv.ftail[r]
-    kv.blk[r, b, BLK_PREV] = t
-    kv.blk[r, b, BLK_NEXT] = NO_ID
-    if t == NO_ID:
-        kv.fhead[r] = b
-    else:
-        kv.blk[r, t, BLK_NEXT] = b
-    kv.ftail[r] = b
+    if kv.ftail[r] - kv.fhead[r] == kv.fring.shape[1]:
+        _queue_compact_nb(kv, r)
+    slot = kv.ftail[r] & (kv.fring.shape[1] - 1)
+    kv.fring[r, slot] = b
+    kv.blk[r, b, BLK_SLOT] = slot
+    kv.ftail[r] += 1
     kv.nfree[r] += 1
 
 
@@ -79,17 +93,15 @@ def _queue_push_back_nb(kv, r, b):
 def _queue_push_front_nb(kv, r, b):
     """Put block b at the head of replica r's free-block queue (reused first).
 
-    Mutates: kv.blk (links), kv.fhead, kv.ftail, kv.nfree.
+    Mutates: kv.fring, kv.blk (slot), kv.fhead, kv.nfree.
     Returns: nothing.
     """
-    h = kv.fhead[r]
-    kv.blk[r, b, BLK_PREV] = NO_ID
-    kv.blk[r, b, BLK_NEXT] = h
-    if h == NO_ID:
-        kv.ftail[r] = b
-    else:
-        kv.blk[r, h, BLK_PREV] = b
-    kv.fhead[r] = b
+    if kv.ftail[r] - kv.fhead[r] == kv.fring.shape[1]:
+        _queue_compact_nb(kv, r)
+    kv.fhead[r] -= 1
+    slot = kv.fhead[r] & (kv.fring.shape[1] - 1)
+    kv.fring[r, slot] = b
+    kv.blk[r, b, BLK_SLOT] = slot
     kv.nfree[r] += 1
 
 
@@ -144,7 +156,7 @@ def touch_nb(kv, r, b):
     """One more reference to cached block b, off the free-block queue if it was free.
 
     NOTE(vllm): BlockPool.touch.
-    Mutates: kv.blk (ref, links), kv.fhead, kv.ftail, kv.nfree.
+    Mutates: kv.blk (ref, slot), kv.fring, kv.nfree.
     Returns: nothing.
     """
     if kv.blk[r, b, BLK_REF] == 0:
@@ -161,34 +173,43 @@ def get_new_blocks_nb(kv, r, s, k0, n):
     Mutates: kv (blk, hash, ht, lists, free-block queue, evictions, memo_req).
     Returns: nothing.
     """
-    # two walkers ahead on the free-block queue: `far` fetches the hash of the block
-    # 2 * PREFETCH_AHEAD ahead, `near` then the map cell of the one PREFETCH_AHEAD ahead
-    mask = kv.ht.shape[1] - 1
-    far = kv.fhead[r]
-    near = far
-    for j in range(2 * PREFETCH_AHEAD):
-        if j >= n or far == NO_ID:
-            break
-        far = kv.blk[r, far, BLK_NEXT]
-        if j < PREFETCH_AHEAD and near != NO_ID:
-            near = kv.blk[r, near, BLK_NEXT]
+    # ahead of the block being popped: the record and hash of the one 2 * PREFETCH_AHEAD
+    # ring positions on are fetched, then the map cell of the one PREFETCH_AHEAD on (holes
+    # make these a few blocks nearer: a hint only)
+    mask = kv.fring.shape[1] - 1
+    hmask = kv.ht.shape[1] - 1
+    tail = kv.ftail[r]
+    pos = kv.fhead[r]
     k = k0
     for j in range(n):
-        if far != NO_ID and j + 2 * PREFETCH_AHEAD < n:
-            prefetch_nb(kv.hash, (r, far))
-            far = kv.blk[r, far, BLK_NEXT]
-        if near != NO_ID and j + PREFETCH_AHEAD < n:
-            h = kv.hash[r, near]
-            if h != NO_HASH:
-                prefetch_nb(kv.ht, (r, h & mask, HT_KEY))
-            near = kv.blk[r, near, BLK_NEXT]
-        b = kv.fhead[r]
-        _queue_remove_nb(kv, r, b)
+        if j + 2 * PREFETCH_AHEAD < n and pos + 2 * PREFETCH_AHEAD < tail:
+            far = kv.fring[r, (pos + 2 * PREFETCH_AHEAD) & mask]
+            if far != NO_ID:
+                prefetch_nb(kv.hash, (r, far))
+                prefetch_nb(kv.blk, (r, far, 0))
+                if kv.memo_req[r] != NO_ID:  # its eviction reads its memo mark
+                    prefetch_nb(kv.mark, (r, far))
+        if j + PREFETCH_AHEAD < n and pos + PREFETCH_AHEAD < tail:
+            near = kv.fring[r, (pos + PREFETCH_AHEAD) & mask]
+            if near != NO_ID:
+                h = kv.hash[r, near]
+                # an unindexed private block is not in the map: its eviction reads no cell
+                if h != NO_HASH and kv.blk[r, near, BLK_DUP] != BLK_UNINDEXED:
+                    prefetch_nb(kv.ht, (r, h & hmask, HT_KEY))
+        b = kv.fring[r, pos & mask]
+        while b == NO_ID:
+            pos += 1
+            b = kv.fring[r, pos & mask]
+        kv.fring[r, pos & mask] = NO_ID
+        pos += 1
+        kv.blk[r, b, BLK_SLOT] = NO_ID
+        kv.nfree[r] -= 1
         if kv.hash[r, b] != NO_HASH:
             evict_cached_nb(kv, r, b)
         kv.blk[r, b, BLK_REF] = 1
         kv.lists[r, s, k] = b
         k += 1
+    kv.fhead[r] = pos
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -202,7 +223,14 @@ def free_list_blocks_nb(kv, r, s, n):
     Mutates: kv (blk, free-block queue, memo_req).
     Returns: nothing.
     """
+    memo = kv.memo_req[r] != NO_ID
     for k in range(n - 1, -1, -1):
+        if k >= PREFETCH_AHEAD:  # the records of the block PREFETCH_AHEAD on in the walk
+            ahead = kv.lists[r, s, k - PREFETCH_AHEAD]
+            prefetch_nb(kv.blk, (r, ahead, 0))
+            prefetch_nb(kv.hash, (r, ahead))
+            if memo:
+                prefetch_nb(kv.mark, (r, ahead))
         b = kv.lists[r, s, k]
         kv.blk[r, b, BLK_REF] -= 1
         if kv.blk[r, b, BLK_REF] == 0:
@@ -235,13 +263,13 @@ def init_pool_nb(kv):
     for r in range(R):
         for b in range(U):
             kv.blk[r, b, BLK_DUP] = NO_ID
-            kv.blk[r, b, BLK_PREV] = b - 1
-            kv.blk[r, b, BLK_NEXT] = b + 1 if b + 1 < U else NO_ID
+            kv.blk[r, b, BLK_SLOT] = b
+            kv.fring[r, b] = b  # ring slots past ftail are never read: left unwritten
         kv.memo_req[r] = NO_ID
         kv.memo_stamp[r] = 1
         kv.memo_next_hash[r] = NO_HASH
-        kv.fhead[r] = 0 if U > 0 else NO_ID
-        kv.ftail[r] = U - 1 if U > 0 else NO_ID
+        kv.fhead[r] = 0
+        kv.ftail[r] = U
         kv.nfree[r] = U
         S = kv.slot_stack.shape[1]
         for k in range(S):

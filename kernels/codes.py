@@ -91,8 +91,8 @@ KV_RULE_SUM = 1  # Vidur canary: kv = ceil_g(sum(k_i))
 # fields of a block record (KvPool.blk[r, b, :]) and of a hash-map cell (KvPool.ht[r, c, :])
 BLK_REF = 0  # references to the block (0 = free, possibly still cached)
 BLK_DUP = 1  # next block cached under the same hash (NO_ID at the end, or BLK_UNINDEXED)
-BLK_PREV = 2  # free-block queue links
-BLK_NEXT = 3
+BLK_SLOT = 2  # slot of the block in its replica's free-block ring while free (NO_ID: in use)
+# field 3 is unused: it pads the record to 16 bytes
 BLK_UNINDEXED = -2  # BLK_DUP of a cached block whose private hash is not in the hash map
 HT_KEY = 0  # hash (HT_EMPTY = empty cell)
 HT_VAL = 1  # first block cached under it

@@ -11,10 +11,11 @@ max_num_seqs x max blocks per request, whatever the number of requests. KvPool.s
 the stack of free slots, slot_top its size.
 
 Private hashes (blocks past the workload's hash list, e.g. a request's own output) can only be
-looked up by their own request, and only after it was preempted: such blocks are marked cached
-(so frees and evictions behave as for any cached block) but enter the hash map only when their
-request is preempted (index_private_blocks_nb). Without shared hashes (plain synthetic
-workloads) the map then stays almost empty.
+looked up by their own request, and only after it was preempted: such blocks are counted as
+cached (req_cached) while their request holds them, marked cached when it frees them (so the
+free queue and evictions treat them as any cached block) and enter the hash map only when it is
+preempted (index_private_blocks_nb). Without shared hashes (plain synthetic workloads) caching
+then costs nothing per block and the map stays almost empty.
 """
 
 import numpy as np
@@ -183,24 +184,52 @@ def cache_full_blocks_nb(kv, reqs, p, r, i, n_tokens):
 
     NOTE(vllm): kv_cache_manager.allocate_slots caches min(computed + scheduled, num_tokens)
     tokens at schedule time, so a request admitted later in the same step can already hit them.
+    Only blocks under the workload's hash list are entered here (another request may hit them
+    at once); private ones (past the list) are only counted in req_cached: nobody can look
+    them up while their request holds them, so their block records are marked when the request
+    lets them go (_mark_private_nb), and a request without shared hashes costs no work per
+    block here.
     Mutates: kv.hash, kv.blk (dup links), kv.ht, kv.req_cached.
     Returns: nothing.
     """
     full = n_tokens // p.block_size
-    s = kv.req_slot[i]
     lo = reqs.hash_off[i]
     shared = reqs.hash_off[i + 1] - lo
-    mask = kv.ht.shape[1] - 1
-    for k in range(kv.req_cached[i], full):
-        b = kv.lists[r, s, k]
-        if k < shared:
+    top = full if full < shared else shared
+    if kv.req_cached[i] < top:
+        s = kv.req_slot[i]
+        mask = kv.ht.shape[1] - 1
+        for k in range(kv.req_cached[i], top):
             if k + PREFETCH_AHEAD < shared:
                 prefetch_nb(kv.ht, (r, reqs.hashes[lo + k + PREFETCH_AHEAD] & mask, HT_KEY))
-            cache_block_nb(kv, r, b, reqs.hashes[lo + k])
-        else:
-            cache_block_unindexed_nb(kv, r, b, block_hash_nb(reqs, i, k))
+            cache_block_nb(kv, r, kv.lists[r, s, k], reqs.hashes[lo + k])
     if full > kv.req_cached[i]:
         kv.req_cached[i] = full
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _mark_private_nb(kv, reqs, r, i):
+    """Mark request i's cached private blocks (list positions from the end of its hash list
+    to req_cached) that are not marked yet as cached under their private hash, without entering
+    them into the hash map, as cache_full_blocks_nb leaves them to be: before they are freed
+    (so the free queue treats them as cached blocks) or indexed at a preemption.
+
+    A private block is unmarked (NO_HASH) exactly while its request holds it and has not
+    exposed it: hits of a re-admission take blocks that are marked and indexed already.
+    Mutates: kv.hash, kv.blk (dup link).
+    Returns: nothing.
+    """
+    s = kv.req_slot[i]
+    shared = reqs.hash_off[i + 1] - reqs.hash_off[i]
+    top = kv.req_cached[i]
+    for k in range(shared, top):
+        if k + PREFETCH_AHEAD < top:  # the records of the block PREFETCH_AHEAD on
+            ahead = kv.lists[r, s, k + PREFETCH_AHEAD]
+            prefetch_nb(kv.hash, (r, ahead))
+            prefetch_nb(kv.blk, (r, ahead, 0))
+        b = kv.lists[r, s, k]
+        if kv.hash[r, b] == NO_HASH:
+            cache_block_unindexed_nb(kv, r, b, block_hash_nb(reqs, i, k))
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -214,6 +243,7 @@ def index_private_blocks_nb(kv, reqs, r, i):
     s = kv.req_slot[i]
     if s == NO_ID:
         return
+    _mark_private_nb(kv, reqs, r, i)
     shared = reqs.hash_off[i + 1] - reqs.hash_off[i]
     for k in range(shared, kv.req_cached[i]):
         b = kv.lists[r, s, k]
@@ -236,6 +266,7 @@ def free_request_blocks_nb(kv, reqs, r, i):
     if s == NO_ID:
         return 0
     n = reqs.blocks[i]
+    _mark_private_nb(kv, reqs, r, i)
     free_list_blocks_nb(kv, r, s, n)
     kv.slot_stack[r, kv.slot_top[r]] = s
     kv.slot_top[r] += 1

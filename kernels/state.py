@@ -84,10 +84,10 @@ class KvPool(NamedTuple):
     """
 
     # block pool and free-block queue (kernels/block_pool.py)
-    blk: np.ndarray  # int32[R, U, 4]: ref count, dup link, free-list prev / next
+    blk: np.ndarray  # int32[R, U, 4]: ref count, dup link, free-ring slot, (unused)
     hash: np.ndarray  # int64[R, U], the block's chained hash (NO_HASH: not cached)
-    fhead: np.ndarray  # int64[R], next block to evict (LRU)
-    ftail: np.ndarray  # int64[R]
+    fhead: np.ndarray  # int64[R], ring position of the next block to evict (LRU)
+    ftail: np.ndarray  # int64[R], ring position after the last free block
     nfree: np.ndarray  # int64[R]
     # hash -> block map and the memo of the last lookup (kernels/hash_map.py)
     ht: np.ndarray  # int64[R, H, 2]: (hash, block) cells, H a power of two
@@ -107,6 +107,8 @@ class KvPool(NamedTuple):
     query_tokens: np.ndarray  # int64[R], prompt tokens looked up at admission
     hit_tokens: np.ndarray  # int64[R], tokens found cached at admission
     evictions: np.ndarray  # int64[R], cached blocks reused for other tokens
+    # the free-block queue as a ring of block ids (kernels/block_pool.py)
+    fring: np.ndarray  # int32[R, C], C a power of two >= 2U; NO_ID = a hole
 
 
 class RunState(NamedTuple):

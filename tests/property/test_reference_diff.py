@@ -9,7 +9,6 @@ import dataclasses
 import numpy as np
 import pytest
 from vidur_fast.kernels.codes import (
-    BLK_NEXT,
     BLK_REF,
     KV_RULE_PER_REQUEST,
     KV_RULE_SUM,
@@ -45,6 +44,7 @@ from tests.helpers.random_cases import (
 )
 from tests.reference.naive_sim import PD, naive_sim
 from vidur_fast.engine.run import run_engine
+from vidur_fast.engine.state import free_queue_order
 
 CASES_PER_POLICY = 30
 CASES_PER_V1_CONFIG = 60  # each of prefix caching off/on x async scheduling off/on
@@ -245,11 +245,7 @@ def assert_same(out, ref, sp):
 def engine_pool(kv, r):
     """Replica r's pool at the end of a run: the free queue from its head, each block's hash
     (NO_HASH: not cached) and reference count."""
-    order = []
-    b = kv.fhead[r]
-    while b != NO_ID:
-        order.append(int(b))
-        b = kv.blk[r, b, BLK_NEXT]
+    order = free_queue_order(kv, r)
     return order, kv.hash[r].tolist(), kv.blk[r, :, BLK_REF].tolist()
 
 

@@ -22,7 +22,7 @@ from vidur_fast.kernels import loop
 from vidur_fast.kernels.block_pool import init_pool_nb
 from vidur_fast.kernels.closed_loop import ClosedLoop
 from vidur_fast.kernels.codes import (
-    BLK_NEXT,
+    BLK_SLOT,
     LS_DONE,
     LS_NEXT_REQ,
     LS_NOW,
@@ -122,8 +122,8 @@ def _limit_pool_blocks(kv: KvPool, pools: PoolParams) -> None:
     for r, q in enumerate(pools.rep_pool):
         blocks = int(pools.usable_blocks[q])
         if blocks < kv.blk.shape[1]:
-            kv.blk[r, blocks - 1, BLK_NEXT] = NO_ID
-            kv.ftail[r] = blocks - 1
+            kv.blk[r, blocks:, BLK_SLOT] = NO_ID
+            kv.ftail[r] = kv.fhead[r] + blocks
             kv.nfree[r] = blocks
 
 

@@ -144,6 +144,7 @@ def alloc_kv(
     if U <= 0:
         U = slots = max_req_blocks = n_requests = 0
     H = 1 << max(1, int(2 * U - 1).bit_length()) if U > 0 else 0  # >= 2U: load factor <= 1/2
+    C = H  # free-block ring: >= 2U slots, so that compacting its holes frees at least half
     i32, i64 = np.int32, np.int64
     kv = KvPool(
         blk=np.zeros((R, U, 4), i32),
@@ -166,6 +167,7 @@ def alloc_kv(
         query_tokens=np.zeros(R, i64),
         hit_tokens=np.zeros(R, i64),
         evictions=np.zeros(R, i64),
+        fring=np.zeros((R, C), i32),
     )
     if U > 0:
         init_pool_nb(kv)
@@ -173,7 +175,15 @@ def alloc_kv(
 
 
 # the pool's per-block and per-slot arrays: most of a replica's memory, unused after the run
-_POOL_BULK = ("blk", "hash", "ht", "mark", "lists", "slot_stack")
+_POOL_BULK = ("blk", "hash", "ht", "mark", "lists", "slot_stack", "fring")
+
+
+def free_queue_order(kv: KvPool, r: int) -> list[int]:
+    """Replica r's free blocks from the head of its free-block queue (next to evict) on."""
+    ring = kv.fring[r]
+    pos = np.arange(int(kv.fhead[r]), int(kv.ftail[r])) & (ring.shape[0] - 1)
+    blocks = ring[pos]
+    return [int(b) for b in blocks[blocks != NO_ID]]
 
 
 def without_pool(kv: KvPool) -> KvPool:

@@ -4,22 +4,18 @@ import numpy as np
 import pytest
 from vidur_fast.kernels import block_pool as bp
 from vidur_fast.kernels import req_blocks as rb
-from vidur_fast.kernels.codes import BLK_NEXT, BLK_REF, HT_KEY, RouterPolicy, SchedPolicy
+from vidur_fast.kernels.codes import BLK_REF, HT_KEY, RouterPolicy, SchedPolicy
 from vidur_fast.kernels.dtypes import NO_HASH, NO_ID
 from vidur_fast.kernels.hash_map import cached_block_nb
 from vidur_fast.kernels.timing import TimingParams
 
 from tests.helpers.engine_harness import GC, G, linear_grids, params
 from vidur_fast.engine.run import run_engine
-from vidur_fast.engine.state import alloc_kv, alloc_reqs
+from vidur_fast.engine.state import alloc_kv, alloc_reqs, free_queue_order
 
 
 def _free_order(kv, r=0):
-    out, b = [], int(kv.fhead[r])
-    while b != NO_ID:
-        out.append(b)
-        b = int(kv.blk[r, b, BLK_NEXT])
-    return out
+    return free_queue_order(kv, r)
 
 
 def _pool(n_blocks=8, hashes=((11, 12, 13),), prompt=(56,)):
@@ -73,10 +69,11 @@ def test_private_blocks_enter_the_table_only_when_their_request_is_preempted():
     rb.allocate_new_nb(kv, reqs, 0, 0, 4)
     rb.cache_full_blocks_nb(kv, reqs, p, 0, 0, 56)
     private = [int(rb.block_hash_nb(reqs, 0, k)) for k in (1, 2)]
-    assert list(kv.hash[0, 1:3]) == private  # cached: freed to the LRU tail, evictable
+    # held by their request: counted as cached, their records left alone until it lets go
+    assert kv.req_cached[0] == 3 and list(kv.hash[0, 1:3]) == [NO_HASH, NO_HASH]
     assert cached_block_nb(kv, 0, 11) == 0
-    assert [cached_block_nb(kv, 0, h) for h in private] == [NO_ID, NO_ID]
-    rb.index_private_blocks_nb(kv, reqs, 0, 0)
+    rb.index_private_blocks_nb(kv, reqs, 0, 0)  # a preemption marks and enters them
+    assert list(kv.hash[0, 1:3]) == private
     assert [cached_block_nb(kv, 0, h) for h in private] == [1, 2]
     rb.index_private_blocks_nb(kv, reqs, 0, 0)  # idempotent: no duplicate entries
     bp.evict_cached_nb(kv, 0, 1)
@@ -84,11 +81,16 @@ def test_private_blocks_enter_the_table_only_when_their_request_is_preempted():
     assert cached_block_nb(kv, 0, private[1]) == 2
 
 
-def test_evicting_an_unindexed_private_block_counts_and_clears_it():
+def test_freed_private_blocks_go_to_the_tail_marked_and_their_eviction_counts():
     reqs, kv, p = _pool(n_blocks=8, hashes=((),), prompt=(56,))
     rb.acquire_slot_nb(kv, reqs, 0, 0)
     rb.allocate_new_nb(kv, reqs, 0, 0, 4)
     rb.cache_full_blocks_nb(kv, reqs, p, 0, 0, 56)
+    assert list(kv.hash[0, :4]) == [NO_HASH] * 4  # held: nothing written per block
+    rb.free_request_blocks_nb(kv, reqs, 0, 0)
+    private = [int(rb.block_hash_nb(reqs, 0, k)) for k in range(3)]
+    assert list(kv.hash[0, :4]) == private + [NO_HASH]  # the partial block stays uncached
+    assert _free_order(kv) == [3, 4, 5, 6, 7, 2, 1, 0]  # as blocks cached under shared hashes
     bp.evict_cached_nb(kv, 0, 0)
     assert kv.evictions[0] == 1 and kv.hash[0, 0] == NO_HASH
     assert kv.ht[0, :, HT_KEY].max() == 0  # nothing ever entered the table
@@ -218,9 +220,15 @@ def test_private_hashes_behave_like_unique_workload_hashes_under_preemption():
     lazy = _run(prompt, decode, arrival, [[] for _ in range(n)], **kw)
     eager = _run(prompt, decode, arrival, unique, **kw)
     assert lazy.reps.preemptions.sum() > 20 and lazy.kv.hit_tokens.sum() > 0
-    for col in ("first_tok_ns", "done_ns", "restarts", "cached_tokens", "replica"):
+    for col in ("first_tok_ns", "done_ns", "restarts", "cached_tokens", "replica", "sched_ns"):
+        np.testing.assert_array_equal(getattr(lazy.reqs, col), getattr(eager.reqs, col), col)
+    for col in ("exec_ns", "preempt_ns", "tbt_sum_ns", "tbt_max_ns"):
         np.testing.assert_array_equal(getattr(lazy.reqs, col), getattr(eager.reqs, col), col)
     for col in ("hit_tokens", "query_tokens", "evictions"):
         np.testing.assert_array_equal(getattr(lazy.kv, col), getattr(eager.kv, col), col)
-    for col in ("preemptions", "kv_peak"):
+    for col in ("preemptions", "kv_peak", "kv_area"):
         np.testing.assert_array_equal(getattr(lazy.reps, col), getattr(eager.reps, col), col)
+    # the pools end block for block alike: the same free-queue order, every block cached
+    for r in range(2):
+        assert _free_order(lazy.kv, r) == _free_order(eager.kv, r)
+    assert ((lazy.kv.hash != NO_HASH) == (eager.kv.hash != NO_HASH)).all()
