@@ -90,9 +90,9 @@ def link_table(summary: dict) -> tuple[list[str], list[list]]:
     """(header, rows) of the links (per prefill replica its network link, and its NVLink when a
     decode replica shares its node); no rows without them."""
     links = (summary.get("pd") or {}).get("links") or []
-    head = ["link (prefill replica)", *(c for c, _, _ in LINK_COLUMNS)]
+    head = ["link (prefill replica)", "kind", *(c for c, _, _ in LINK_COLUMNS)]
     rows = [
-        [f"replica {x.get('replica', '?')} {x.get('link', 'network')}".rstrip()]
+        [f"replica {x.get('replica', '?')}", x.get("link", "network")]
         + [_num(x, key, s) for _, key, s in LINK_COLUMNS]
         for x in links
     ]
@@ -139,7 +139,7 @@ def format_pools(summary: dict, label: str) -> str:
         lines += [f"{r[0]:<{width}}  {_cell(r[1]):>12}" for r in pd]
         head, rows = link_table(summary)
         if rows:
-            lines += [""] + _text(head, rows, left=1)
+            lines += [""] + _text(head, rows, left=2)
     return "\n".join(lines)
 
 
