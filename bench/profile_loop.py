@@ -55,12 +55,16 @@ def worker(name: str, shared: Path, out: Path) -> None:
     from vidur_fast.kernels import loop
 
     from vidur_fast.api import simulate
+    from vidur_fast.config.validate import is_pd
+    from vidur_fast.params.setup import scheduler_policy
 
     cfg = run_all.scenario_config(name, shared, str(out / "run"))
     if cfg is None:
         sys.exit(f"error: scenario {name} needs files under {shared}")
     result = simulate(cfg)
-    library = loop.run_nb.overloads[loop.run_nb.signatures[0]].library
+    pools_on, pd_on = bool(cfg.cluster.pools), is_pd(cfg.cluster)
+    kernel = loop.loop_kernel(scheduler_policy(cfg.scheduler), pools_on, pd_on)
+    library = kernel.overloads[kernel.signatures[0]].library
     obj = out / "loop.o"
     try:
         obj.write_bytes(library._get_compiled_object())  # compiled in this process

@@ -3,10 +3,11 @@
 Each scenario runs in a fresh subprocess (simulate + write the run directory, as the CLI does),
 so wall time covers the whole process and peak RSS is per scenario. CPU time (user + sys of
 the process) is printed next to wall time: on a busy machine it is the steadier figure.
-Two runs per scenario: `cold` with an empty Numba cache (every kernel compiles), `warm` with
-the caches filled. Timing grids come from the grid cache in both (a missing grid is built
-in the first run). write_cpu_s: writing the run directory (metrics.h5, request CSV);
-loop_s / loop_cpu_s: the simulation loop alone (kernels already loaded); vllm_v1 runs use its
+Two runs per scenario: `cold` with an empty Numba cache (every kernel the scenario uses
+compiles; cold_s wall, cold_cpu_s user + sys), `warm` with the caches filled. Timing grids
+come from the grid cache in both (a missing grid is built in the first run). write_cpu_s:
+writing the run directory (metrics.h5, request CSV); loop_s / loop_cpu_s: the simulation
+loop alone (kernels already loaded); vllm_v1 runs use its
 default, prefix caching on (synthetic requests carry no prefix hashes, so nothing hits);
 req/s = requests / loop_cpu_s. The `floor` row runs synth1m's workload through a bare jitted
 chunked-prefill loop (bench/floor_loop.py) with the same replicas and token budget, so the
@@ -236,7 +237,8 @@ def main() -> None:
     names = sorted(args.only or list(SCENARIOS), key=lambda n: n == "floor")  # floor last
     rows = {}
     header = (
-        f"{'scenario':<12} {'requests':>9} {'replicas':>8} {'cold_s':>7} {'warm_s':>7} "
+        f"{'scenario':<12} {'requests':>9} {'replicas':>8} {'cold_s':>7} {'cold_cpu_s':>10} "
+        f"{'warm_s':>7} "
         f"{'warm_cpu_s':>10} {'write_cpu_s':>11} {'loop_s':>7} {'loop_cpu_s':>10} {'req/s':>9} "
         f"{'rss_mb':>7}  notes"
     )
@@ -256,7 +258,10 @@ def main() -> None:
             print(f"{name:<12} failed: {warm['error']}")
             continue
         ph = warm["phases_s"]
-        cold_s = f"{cold['wall_s']:7.2f}" if cold and "error" not in cold else "      -"
+        cold_ok = cold and "error" not in cold
+        cold_s = f"{'-':>7} {'-':>10}"
+        if cold_ok:
+            cold_s = f"{cold['wall_s']:7.2f} {cold['cpu_s']:10.2f}"
         note = SCENARIOS[name]
         if name == "floor":
             ns = ph["loop_cpu_s"] / max(warm["request_iterations"], 1) * 1e9

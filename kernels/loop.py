@@ -95,7 +95,7 @@ def _sync_events_nb(reps):
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
-def _batch_features_nb(reps, reqs, tp, p, r, s):
+def _batch_features_nb(reps, reqs, tp, p, r, s, policy):
     """Timing features of the batch just formed in slot s of replica r.
 
     Mutates: nothing.
@@ -113,7 +113,7 @@ def _batch_features_nb(reps, reqs, tp, p, r, s):
         i = reps.bat_req[r, s, k]
         n = reps.bat_tok[r, s, k]
         n_tok += n
-        decode, kv = token_kind_nb(reqs, p, i, n)
+        decode, kv = token_kind_nb(reqs, p, i, n, policy)
         if decode:
             n_dec += 1
             dec_kv += kv
@@ -187,15 +187,16 @@ def _run_stages_nb(reps, grids, tp, p, r, n_tok, n_dec, dec_kv, n_pre, pre_kv, p
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
-def _launch_batch_nb(reps, reqs, log, grids, tp, p, pools, r, s, now_ns):
+def _launch_batch_nb(reps, reqs, log, grids, tp, p, pools, r, s, now_ns, policy, pools_on):
     """Time the batch just formed in slot s of replica r with the grids of r's pool (the one
-    grids and tp of a one-pool cluster) and account it.
+    grids and tp of a one-pool cluster) and account it. pools_on: pools.rep_pool is not empty
+    (a constant in the compiled loop: a one-pool loop holds one copy of the timing code).
 
     Mutates: as _launch_timed_nb.
     Returns: nothing.
     """
-    if pools.rep_pool.shape[0] == 0:
-        _launch_timed_nb(reps, reqs, log, grids, tp, p, r, s, now_ns)
+    if not pools_on:
+        _launch_timed_nb(reps, reqs, log, grids, tp, p, r, s, now_ns, policy)
     else:
         q = pools.rep_pool[r]
         _launch_timed_nb(
@@ -208,11 +209,12 @@ def _launch_batch_nb(reps, reqs, log, grids, tp, p, pools, r, s, now_ns):
             r,
             s,
             now_ns,
+            policy,
         )
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
-def _launch_timed_nb(reps, reqs, log, grids, tp, p, r, s, now_ns):
+def _launch_timed_nb(reps, reqs, log, grids, tp, p, r, s, now_ns, policy):
     """Time the batch just formed in slot s through every pipeline stage and account it.
 
     Mutates: reps (slot end, stages, counters), reqs (timestamps, exec/preempt), log,
@@ -220,7 +222,7 @@ def _launch_timed_nb(reps, reqs, log, grids, tp, p, r, s, now_ns):
     Returns: nothing.
     """
     n_tok, n_dec, dec_kv, n_pre, pre_kv, pre_sq, pre_tok = _batch_features_nb(
-        reps, reqs, tp, p, r, s
+        reps, reqs, tp, p, r, s, policy
     )
     start0, end, gaps, exec_ns, model_ns, first_dur, log_start = _run_stages_nb(
         reps, grids, tp, p, r, n_tok, n_dec, dec_kv, n_pre, pre_kv, pre_sq, now_ns
@@ -258,21 +260,21 @@ def _launch_timed_nb(reps, reqs, log, grids, tp, p, r, s, now_ns):
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
-def _finish_batch_nb(reps, kv, reqs, hist, cl, p, pools, pd, r, s, now_ns):
+def _finish_batch_nb(reps, kv, reqs, hist, cl, p, pools, pd, r, s, now_ns, policy, pd_on):
     """Apply a finished batch: token updates, completions, frees, requeue the rest; in a
     closed loop each completion releases its client's next request. With prefill/decode
-    pools a prefill that completes on a prefill replica is handed off (kernels/pd.py).
+    pools (pd_on) a prefill that completes on a prefill replica is handed off (kernels/pd.py).
+    policy: p.policy (a constant in the compiled loop, see run_nb).
 
     Mutates: reps, kv, reqs, hist, cl, pd.
     Returns: requests completed (or -1 on a broken invariant).
     """
     done = 0
-    pd_on = pd.role.shape[0] > 0  # routed by pd.rt's groups
     for k in range(reps.bat_n[r, s]):
         i = reps.bat_req[r, s, k]
         n = reps.bat_tok[r, s, k]
         g_before = reqs.generated[i]
-        complete = apply_output_nb(kv, reqs, hist, p, r, i, n, now_ns)
+        complete = apply_output_nb(kv, reqs, hist, p, r, i, n, now_ns, policy)
         if pd_on:
             # a prefill ends (a disaggregated request's first token on its decode replica is
             # none); on a decode replica the first step of a hand-off ends
@@ -287,7 +289,7 @@ def _finish_batch_nb(reps, kv, reqs, hist, cl, p, pools, pd, r, s, now_ns):
                 # NOTE(vllm): stale output (async) finished a preempted prefill: off the queue
                 wq_remove_nb(reps, reqs, r, i)
             else:
-                after_completion_nb(reps, p, r, i)
+                after_completion_nb(reps, p, r, i, policy)
             rt_request_end_nb(reps, pd.rt, r)
             pd_handoff_nb(reps, kv, reqs, pd, pools, p, i, now_ns)
         elif complete:
@@ -306,8 +308,8 @@ def _finish_batch_nb(reps, kv, reqs, hist, cl, p, pools, pd, r, s, now_ns):
                 # NOTE(vllm): stale output finished a preempted request: it leaves the queue
                 wq_remove_nb(reps, reqs, r, i)
             else:
-                after_completion_nb(reps, p, r, i)
-        elif not after_step_nb(reps, reqs, p, r, i, reps.bat_seq[r, s]):
+                after_completion_nb(reps, p, r, i, policy)
+        elif not after_step_nb(reps, reqs, p, r, i, reps.bat_seq[r, s], policy):
             return -1
     if pd_on:
         rt_batch_end_nb(reps, pd.rt, r, s)
@@ -319,8 +321,25 @@ def _finish_batch_nb(reps, kv, reqs, hist, cl, p, pools, pd, r, s, now_ns):
     return done
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, pools, pd, limit_ns, max_steps):
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _run_loop_nb(
+    reqs,
+    reps,
+    kv,
+    log,
+    run,
+    cl,
+    grids,
+    tp,
+    p,
+    pools,
+    pd,
+    limit_ns,
+    max_steps,
+    policy,
+    pools_on,
+    pd_on,
+):
     """Advance the cluster until all requests finish, the time limit passes, the batch log
     fills, or max_steps loop iterations ran. Resumable: all progress lives in the arrays.
 
@@ -339,6 +358,10 @@ def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, pools, pd, limit_ns, max_
     arrivals and hand-offs are routed by pd.rt's router groups (also in a cluster of mixed
     pools with routers of their own: every replica mixed, no transfers); empty = no
     disaggregation, the one cluster router (route_request_nb).
+    policy, pools_on and pd_on (p.policy, pools.rep_pool.shape[0] > 0, pd.role.shape[0] > 0)
+    are constants of the compiled loop (loop_kernel): the branches of other schedulers, and
+    those of several pools or of disaggregation when the run has none, are dropped before
+    typing.
     Mutates: reqs, reps, kv, log, run (loop cursor, router state, TBT histogram), cl,
     grids.counters, pd.
     Returns: a RunStatus.
@@ -350,7 +373,6 @@ def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, pools, pd, limit_ns, max_
     log_cap = log.start_ns.shape[0]
     closed = cl.heap_t.shape[0] > 0
     slots = reps.bat_end.shape[1]  # batches a replica may have in flight (batch_slots)
-    pd_on = pd.role.shape[0] > 0
     _sync_events_nb(reps)
     for _ in range(max_steps):
         lstate[LS_STEPS] += 1
@@ -399,7 +421,7 @@ def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, pools, pd, limit_ns, max_
             wq_push_back_nb(reps, reqs, rr, nr)
             # NOTE(vllm): with async scheduling a replica with a step in flight is waiting for
             # that step's output (EngineCore.step_with_batch_queue), not for input
-            pp_rr = p.pp if pools.rep_pool.shape[0] == 0 else pools.pp[pools.rep_pool[rr]]
+            pp_rr = pools.pp[pools.rep_pool[rr]] if pools_on else p.pp
             if reps.inflight[rr] < pp_rr and reps.wake[rr] == NEVER:
                 reps.wake[rr] = t_arr
                 _refresh_event_nb(reps, rr)
@@ -416,7 +438,9 @@ def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, pools, pd, limit_ns, max_
                 if s_end < 0 or reps.bat_seq[r, s] < reps.bat_seq[r, s_end]:
                     s_end = s
         if s_end >= 0:
-            d = _finish_batch_nb(reps, kv, reqs, hist, cl, pr, pools, pd, r, s_end, t_rep)
+            d = _finish_batch_nb(
+                reps, kv, reqs, hist, cl, pr, pools, pd, r, s_end, t_rep, policy, pd_on
+            )
             if d < 0:
                 return RunStatus.BROKEN
             lstate[LS_DONE] += d
@@ -435,12 +459,14 @@ def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, pools, pd, limit_ns, max_
                 break
             pre0 = reps.preemptions[r]
             hit0 = kv.hit_tokens[r]  # requests admitted into this batch add their hits
-            if schedule_nb(reps, kv, reqs, pr, r, s_new, t_rep) == 0:
+            if schedule_nb(reps, kv, reqs, pr, r, s_new, t_rep, policy) == 0:
                 # a step that only preempted: schedule again at once (an empty step costs 0)
                 if reps.preemptions[r] != pre0 and reps.inflight[r] == 0:
                     continue
                 break
-            _launch_batch_nb(reps, reqs, log, grids, tp, pr, pools, r, s_new, t_rep)
+            _launch_batch_nb(
+                reps, reqs, log, grids, tp, pr, pools, r, s_new, t_rep, policy, pools_on
+            )
             log.preempted[log.n[0] - 1] = reps.preemptions[r] - pre_logged
             log.n_cached_tokens[log.n[0] - 1] = kv.hit_tokens[r] - hit0
             pre_logged = reps.preemptions[r]
@@ -449,3 +475,53 @@ def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, pools, pd, limit_ns, max_
             reps.wake[r] = t_rep
         _refresh_event_nb(reps, r)
     return RunStatus.MAX_STEPS
+
+
+def _loop_entry(policy: int, pools_on: bool, pd_on: bool):
+    """A compiled loop for one scheduler policy, with or without several pools and PD pools
+    (cached on disk; each variant is its own entry in Numba's cache)."""
+
+    @njit(cache=True, nogil=True, _nrt=False)
+    def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, pools, pd, limit_ns, max_steps):
+        return _run_loop_nb(
+            reqs,
+            reps,
+            kv,
+            log,
+            run,
+            cl,
+            grids,
+            tp,
+            p,
+            pools,
+            pd,
+            limit_ns,
+            max_steps,
+            policy,
+            pools_on,
+            pd_on,
+        )
+
+    return run_nb
+
+
+_ENTRIES: dict = {}
+
+
+def loop_kernel(policy: int, pools_on: bool = False, pd_on: bool = False):
+    """The compiled loop (a Numba dispatcher) for scheduler policy (codes.SchedPolicy), with
+    (pools_on) or without several pools and with (pd_on) or without prefill/decode pools. Only
+    that scheduler's kernels, and the pool and PD code only when on, are typed and compiled:
+    a first run compiles what its configuration uses."""
+    key = (int(policy), bool(pools_on), bool(pd_on))
+    k = _ENTRIES.get(key)
+    if k is None:
+        k = _ENTRIES[key] = _loop_entry(*key)
+    return k
+
+
+def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, pools, pd, limit_ns, max_steps):
+    """Run the simulation loop (_run_loop_nb) compiled for p.policy, several pools or one
+    (pools.rep_pool empty) and PD pools or none (pd.role empty). Returns: a RunStatus."""
+    kernel = loop_kernel(p.policy, pools.rep_pool.shape[0] > 0, pd.role.shape[0] > 0)
+    return kernel(reqs, reps, kv, log, run, cl, grids, tp, p, pools, pd, limit_ns, max_steps)

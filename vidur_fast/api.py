@@ -126,7 +126,7 @@ def batch_fill(req, busy_ns, scheduler) -> dict:
     weighted by the batch's time on the GPU: the requests' summed execution time over the
     replicas' busy time) and that mean against the scheduler's sequence cap."""
     busy_s = float(np.sum(busy_ns)) / NS_PER_S
-    ran = np.nansum(req["request_execution_time"].to_numpy())
+    ran = np.nansum(np.asarray(req["request_execution_time"]))
     mean = float(ran / busy_s) if busy_s > 0 else 0.0
     cap = getattr(scheduler, "max_num_seqs", None) or getattr(scheduler, "batch_size_cap", None)
     return {
@@ -444,7 +444,7 @@ def simulate(
         req = closed_loop_metrics(req, closed_plan, out.closed_loop)
     replicas = replica_table(out, sp, out.end_ns, pool_params)
     if pd_link is not None:  # the replica's node index (place_replicas)
-        replicas["node"] = np.asarray(out.disagg.node, dtype=np.int64)
+        replicas = replicas.assign(node=np.asarray(out.disagg.node, dtype=np.int64))
     c = grids.counters
     clamped = {
         "tokens": int(c[CLAMP_TOKENS]),
@@ -468,7 +468,7 @@ def simulate(
     # disaggregated: a request queues on its prefill replica and completes on its decode one
     queued = None
     if out.disagg is not None:
-        ids = in_window.index.to_numpy()
+        ids = np.asarray(in_window.index)
         src = out.disagg.src[ids]
         queued = np.where(src != NO_ID, src, out.reqs.replica[ids])
     summary["pools"] = _pool_summaries(cfg, pools, in_window, replicas, sim_time_s, queued)
@@ -480,9 +480,10 @@ def simulate(
             1000.0 * summary["cost_usd"] / n_done if n_done else None
         )
     if out.disagg is not None:
-        summary["pd"] = pd_summary(out.disagg, out.reqs, pd_link, in_window.index.to_numpy())
+        ids = np.asarray(in_window.index)
+        summary["pd"] = pd_summary(out.disagg, out.reqs, pd_link, ids)
         summary["pd"]["links"] = pd_link_summary(
-            out.disagg, out.reqs, in_window.index.to_numpy(), pd_link, sim_time_s
+            out.disagg, out.reqs, ids, pd_link, sim_time_s
         )
     summary["num_blocks_per_replica"] = int(setup.params.usable_blocks)
     summary.update(batch_fill(req, out.reps.busy_ns, cfg.scheduler))

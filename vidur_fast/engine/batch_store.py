@@ -20,7 +20,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from vidur_fast.engine.chunk_codec import CHUNK_ROWS, encode_chunk, shuffled
 from vidur_fast.kernels.dtypes import NS_PER_S
@@ -224,13 +223,17 @@ class BatchStore:
             for size in sizes:
                 yield f.read(size)
 
-    def frame(self) -> pd.DataFrame:
+    def frame(self):
         """All batches as a DataFrame with times in seconds (start_s, end_s, stage_s last)."""
+        import pandas as pd  # not at start-up: only a DataFrame needs it
+
         return pd.DataFrame(dict(self.columns()))
 
-    def frame_ns(self) -> pd.DataFrame:
+    def frame_ns(self):
         """All batches as a DataFrame in the kernel's units (int64 ns), BatchLog order
         (start_ns, end_ns, stage_ns)."""
+        import pandas as pd
+
         return pd.DataFrame({k: self.column_ns(k) for k in self.names})
 
 

@@ -6,7 +6,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from vidur_fast.engine.batch_store import BatchStore
 from vidur_fast.engine.state import (
@@ -28,6 +27,7 @@ from vidur_fast.kernels.codes import (
     LS_NEXT_REQ,
     LS_NOW,
     RunStatus,
+    SchedPolicy,
 )
 from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_S
 from vidur_fast.kernels.pd import PDState, no_pd
@@ -64,8 +64,9 @@ class EngineOutput:
     """Prefill/decode disaggregation state (kernels/pd.py); None without PD pools."""
 
     @property
-    def batches(self) -> pd.DataFrame:
-        """Every batch record in kernel units (int64 ns), read from the batch store."""
+    def batches(self):
+        """Every batch record in kernel units (int64 ns), read from the batch store (a
+        pandas DataFrame)."""
         return self.batch_log.frame_ns()
 
 
@@ -240,12 +241,15 @@ def run_engine(
         )
 
     # A zero-step call loads (or compiles) the kernels, so loop_s is simulation time only.
-    compiling = progress and kernel_cached(loop.run_nb) is False
+    pd_on = pd_state.role.shape[0] > 0
+    kernel = loop.loop_kernel(sp.policy, pools.rep_pool.shape[0] > 0, pd_on)
+    compiling = progress and kernel_cached(kernel) is False
     if compiling:
+        what = SchedPolicy(sp.policy).name.lower() + (" with PD pools" if pd_on else "")
         _note(
             bar,
-            "compiling the simulation loop (first run after installing or upgrading: about a "
-            "minute of one CPU core; then cached) ...",
+            f"compiling the simulation loop for {what} (first run after installing or "
+            "upgrading, once per scheduler: 30-80 s of one CPU core; then cached) ...",
         )
     t0 = time.perf_counter()
     advance(0)

@@ -243,7 +243,7 @@ def _search_all(points: list[Point], ids, settings, log, pool, retry_errors, qui
             file=sys.stderr,
         )
     if todo and pool.on_this_machine:
-        warm_kernels(next(iter(todo.values()))[1], quiet)
+        warm_kernels([t[1] for t in todo.values()], quiet)
     with tqdm(
         total=len(todo), disable=True if quiet else None, file=sys.stderr, desc="capacity"
     ) as bar:

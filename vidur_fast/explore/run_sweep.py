@@ -155,7 +155,7 @@ def _run_points(points, log: ResultLog, pool, retry_errors: bool, quiet: bool, r
             file=sys.stderr,
         )
     if unique and pool.on_this_machine:
-        warm_kernels(unique[0][1], quiet)
+        warm_kernels([u[1] for u in unique], quiet)
     with tqdm(
         total=len(unique), disable=True if quiet else None, file=sys.stderr, desc="sweep"
     ) as bar:

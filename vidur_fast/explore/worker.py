@@ -108,27 +108,41 @@ def run_config(cfg: SimConfig, run_dir: str | None = None) -> dict[str, Any]:
         return {"status": "error", "error": error_text(exc)}
 
 
-def warm_kernels(cfg: SimConfig, quiet: bool) -> None:
+def warm_kernels(cfgs: list[SimConfig], quiet: bool) -> None:
     """Compile the kernels once in this process when Numba's cache lacks them, before the
     workers start: they then load the cached code instead of each compiling it (a minute of
-    CPU per worker otherwise), and the first run says what it compiles. A 1-request run of
-    cfg's deployment (its timing grids built or loaded here too, and cached for the workers);
-    nothing when the kernels are cached already. A failure is left to the workers to report."""
+    CPU per worker otherwise), and the first run says what it compiles. The loop is compiled
+    per scheduler, pools and PD pools (kernels/loop.py loop_kernel): for each such variant among
+    cfgs that is not cached, a 1-request run of the first config of that variant (its timing
+    grids built or loaded here too, and cached for the workers); nothing when all are cached
+    already. A failure is left to the workers to report."""
+    from vidur_fast.config.validate import is_pd
     from vidur_fast.engine.run import kernel_cached
     from vidur_fast.jit_start import start_numba_target
     from vidur_fast.kernels import loop
+    from vidur_fast.params.setup import scheduler_policy
 
     start_numba_target()
-    if kernel_cached(loop.run_nb) is not False:
-        return
-    if not quiet:
+    todo = {}
+    for cfg in cfgs:
+        try:
+            pools = cfg.cluster.pools
+            # PD state also carries the routers of pools with routers of their own (api.py)
+            pd_on = is_pd(cfg.cluster) or any(p.router is not None for p in pools)
+            key = (scheduler_policy(cfg.scheduler), bool(pools), pd_on)
+        except Exception:  # a malformed point: its worker reports it
+            continue
+        if key not in todo and kernel_cached(loop.loop_kernel(*key)) is False:
+            todo[key] = cfg
+    if todo and not quiet:
         print("compiling the kernels once before the workers start", file=sys.stderr)
     tiny = SyntheticWorkload(num_requests=1, lengths=FixedLengths(16, 2))
-    one = dataclasses.replace(cfg, workload=tiny, output=OutputConfig(dir=None), quiet=True)
-    try:
-        simulate(one, progress=not quiet, timing_cache=_TIMING_CACHE)
-    except Exception:  # each point runs (and reports its error) on its own anyway
-        pass
+    for cfg in todo.values():
+        one = dataclasses.replace(cfg, workload=tiny, output=OutputConfig(dir=None), quiet=True)
+        try:
+            simulate(one, progress=not quiet, timing_cache=_TIMING_CACHE)
+        except Exception:  # each point runs (and reports its error) on its own anyway
+            pass
 
 
 def run_chunk(chunk: list[tuple]) -> list[tuple[str, dict[str, Any]]]:

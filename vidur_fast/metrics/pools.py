@@ -1,7 +1,6 @@
 """Per-pool figures of a run: utilisation, queueing, throughput and cost of each pool."""
 
 import numpy as np
-import pandas as pd
 
 from vidur_fast.kernels.dtypes import NEVER, NS_PER_S
 from vidur_fast.kernels.pd import LINK_NET, LINK_NVLINK
@@ -13,9 +12,15 @@ def _p(x: np.ndarray, q: float) -> float | None:
     return float(np.percentile(x, q)) if x.size else None
 
 
+def _mean(x: np.ndarray) -> float:
+    """The mean of the non-NaN values (NaN when there are none), as pandas' Series.mean."""
+    x = x[~np.isnan(x)]
+    return float(x.mean()) if x.size else float("nan")
+
+
 def pool_summary(
-    req: pd.DataFrame,
-    replicas: pd.DataFrame,
+    req,
+    replicas,
     pools: list[dict],
     sim_time_s: float,
     queued_replica: np.ndarray | None = None,
@@ -26,19 +31,20 @@ def pool_summary(
     pool's completed requests; cost is the pool's GPUs at its device's price over the run.
     queued_replica: per request of req, the replica where it queued first (disaggregated
     serving: its prefill replica), whose pool then counts its queueing; None = req's."""
-    rep_pool = replicas["pool"].to_numpy()
-    req_rep = req["replica"].to_numpy()
-    done = req["completed"].to_numpy().astype(bool)
+    rep_pool = np.asarray(replicas["pool"])
+    req_rep = np.asarray(req["replica"])
+    done = np.asarray(req["completed"]).astype(bool)
     req_pool = np.where(req_rep >= 0, rep_pool[np.maximum(req_rep, 0)], -1)
     q_rep = req_rep if queued_replica is None else np.asarray(queued_replica)
     q_pool = np.where(q_rep >= 0, rep_pool[np.maximum(q_rep, 0)], -1)
     out = []
     for k, pool in enumerate(pools):
-        mine = replicas[rep_pool == k]
+        mine = rep_pool == k
         sel = (req_pool == k) & done
-        delay = req["request_scheduling_delay"].to_numpy()[(q_pool == k) & done]
-        dec = req["request_num_decode_tokens"].to_numpy()[sel]
-        pre = req["request_num_prefill_tokens"].to_numpy()[sel]
+        delay = np.asarray(req["request_scheduling_delay"])[(q_pool == k) & done]
+        dec = np.asarray(req["request_num_decode_tokens"])[sel]
+        pre = np.asarray(req["request_num_prefill_tokens"])[sel]
+        blocks = np.asarray(replicas["num_blocks"])[mine]
         gpus = pool["tp"] * pool["pp"] * pool["replicas"]
         cost = pool["price_per_gpu_hour_usd"] * gpus * sim_time_s / 3600.0
         n_done = int(sel.sum())
@@ -48,11 +54,11 @@ def pool_summary(
                 "pool": k,
                 **{key: pool[key] for key in ("device", "node", "tp", "pp", "role", "replicas")},
                 "gpus": gpus,
-                "num_blocks_per_replica": int(mine["num_blocks"].iloc[0]) if len(mine) else 0,
-                "busy_fraction_mean": float(mine["busy_fraction"].mean()),
-                "kv_usage_mean": float(mine["kv_usage_mean"].mean()),
+                "num_blocks_per_replica": int(blocks[0]) if blocks.size else 0,
+                "busy_fraction_mean": _mean(np.asarray(replicas["busy_fraction"])[mine]),
+                "kv_usage_mean": _mean(np.asarray(replicas["kv_usage_mean"])[mine]),
                 "num_completed": n_done,
-                "num_preemptions": int(mine["preemptions"].sum()),
+                "num_preemptions": int(np.asarray(replicas["preemptions"])[mine].sum()),
                 "throughput_requests_per_s": n_done * per_s,
                 "throughput_output_tokens_per_s": float(dec.sum()) * per_s,
                 "throughput_total_tokens_per_s": float((dec + pre).sum()) * per_s,
@@ -104,7 +110,7 @@ def pd_summary(state, reqs, link: dict, ids: np.ndarray) -> dict:
     }
 
 
-def pd_request_columns(req: pd.DataFrame, state) -> pd.DataFrame:
+def pd_request_columns(req, state):
     """The request table (one row per request id) with the disaggregation columns: prefill
     replica (-1: served mixed), the end of its prefill step there (s; NaN: none), KV transfer
     start and end, bytes moved, and whether the hand-off waited for decode KV blocks."""

@@ -1,18 +1,18 @@
 """Per-request metrics with Vidur's names, vectorised over the request columns."""
 
 import numpy as np
-import pandas as pd
 
 from vidur_fast.kernels.codes import ReqStatus
 from vidur_fast.kernels.dtypes import NEVER, NS_PER_S
 from vidur_fast.kernels.state import Reqs
+from vidur_fast.metrics.table import Columns
 
 
 def _s(ns: np.ndarray) -> np.ndarray:
     return ns.astype(np.float64) / NS_PER_S
 
 
-def request_metrics(reqs: Reqs, arrival_s: np.ndarray, response_s: float = 0.0) -> pd.DataFrame:
+def request_metrics(reqs: Reqs, arrival_s: np.ndarray, response_s: float = 0.0) -> Columns:
     """One row per request, in arrival order; metrics of unfinished requests are NaN.
 
     arrival_s: the client's send times; response_s: front-end latency of each streamed token,
@@ -38,7 +38,7 @@ def request_metrics(reqs: Reqs, arrival_s: np.ndarray, response_s: float = 0.0) 
     with np.errstate(invalid="ignore", divide="ignore"):
         tbt_mean = np.where(tbt_n > 0, _s(reqs.tbt_sum_ns) / tbt_n, np.nan)
     inter = np.diff(a, prepend=np.nan)
-    return pd.DataFrame(
+    return Columns(
         {
             "request_id": np.arange(a.shape[0]),
             "replica": reqs.replica.astype(np.int64),

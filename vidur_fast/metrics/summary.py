@@ -1,7 +1,6 @@
 """Run summary: percentiles, throughput, utilisation, cost."""
 
 import numpy as np
-import pandas as pd
 
 from vidur_fast.engine.state import HIST_BUCKETS
 from vidur_fast.kernels.lifecycle import HIST_MIN_NS, HIST_RATIO
@@ -17,6 +16,17 @@ SUMMARY_METRICS = (
     "tbt_mean",
 )
 QUANTILES = (0.5, 0.9, 0.95, 0.99)
+
+
+def _col(table, name: str) -> np.ndarray:
+    """A column of a metrics.table.Columns or a pandas DataFrame, as a numpy array."""
+    return np.asarray(table[name])
+
+
+def _mean(x: np.ndarray) -> float:
+    """The mean of the non-NaN values (NaN when there are none), as pandas' Series.mean."""
+    x = x[~np.isnan(x)]
+    return float(x.mean()) if x.size else float("nan")
 
 
 def describe(x: np.ndarray) -> dict:
@@ -53,8 +63,8 @@ def hist_quantiles(hist: np.ndarray) -> dict:
 
 
 def build_summary(
-    req: pd.DataFrame,
-    replicas: pd.DataFrame,
+    req,
+    replicas,
     hist: np.ndarray,
     sim_time_s: float,
     gpus_per_replica: int,
@@ -62,17 +72,17 @@ def build_summary(
     clamped: dict,
     status: str,
 ) -> dict:
-    done = req["completed"].to_numpy()
+    done = _col(req, "completed")
     n_done = int(done.sum())
-    dec = req["request_num_decode_tokens"].to_numpy()
-    pre = req["request_num_prefill_tokens"].to_numpy()
+    dec = _col(req, "request_num_decode_tokens")
+    pre = _col(req, "request_num_prefill_tokens")
     gpus = gpus_per_replica * len(replicas)
     cost = price_per_gpu_hour * gpus * sim_time_s / 3600.0
     out = {
         "status": status,
         "num_requests": int(len(req)),
         "num_completed": n_done,
-        "num_rejected": int((req["rejected"] > 0).sum()),
+        "num_rejected": int((_col(req, "rejected") > 0).sum()),
         "simulated_time_s": sim_time_s,
         "throughput_requests_per_s": n_done / sim_time_s if sim_time_s > 0 else 0.0,
         "throughput_output_tokens_per_s": float(dec[done].sum()) / sim_time_s
@@ -81,12 +91,12 @@ def build_summary(
         "throughput_total_tokens_per_s": float((dec + pre)[done].sum()) / sim_time_s
         if sim_time_s > 0
         else 0.0,
-        "num_preemptions": int(replicas["preemptions"].sum()),
-        "num_batches": int(replicas["batches"].sum()),
-        "prefix_cache_hit_tokens": int(req["request_num_prefill_tokens_cached"].sum()),
-        "kv_usage_mean": float(replicas["kv_usage_mean"].mean()),
-        "kv_usage_peak": float(replicas["kv_usage_peak"].max()),
-        "busy_fraction_mean": float(replicas["busy_fraction"].mean()),
+        "num_preemptions": int(_col(replicas, "preemptions").sum()),
+        "num_batches": int(_col(replicas, "batches").sum()),
+        "prefix_cache_hit_tokens": int(_col(req, "request_num_prefill_tokens_cached").sum()),
+        "kv_usage_mean": _mean(_col(replicas, "kv_usage_mean")),
+        "kv_usage_peak": float(_col(replicas, "kv_usage_peak").max()),
+        "busy_fraction_mean": _mean(_col(replicas, "busy_fraction")),
         "gpus": gpus,
         "cost_usd": cost,
         "cost_per_1k_requests_usd": 1000.0 * cost / n_done if n_done else None,
@@ -94,35 +104,35 @@ def build_summary(
         "tbt": hist_quantiles(hist),
     }
     for name in SUMMARY_METRICS:
-        out[name] = describe(req[name].to_numpy()[done])
+        out[name] = describe(_col(req, name)[done])
     out.update(prefix_cache_summary(replicas))
     out["prefill_e2e_time_replicawise"] = replicawise(req, "prefill_e2e_time", len(replicas))
     return out
 
 
-def prefix_cache_summary(replicas: pd.DataFrame) -> dict:
+def prefix_cache_summary(replicas) -> dict:
     """Cluster-wide prefix-cache figures (tokens looked up / found at admission)."""
     if "prefix_cache_query_tokens" not in replicas:
         return {}
-    q = int(replicas["prefix_cache_query_tokens"].sum())
-    h = int(replicas["prefix_cache_hit_tokens"].sum())
+    q = int(_col(replicas, "prefix_cache_query_tokens").sum())
+    h = int(_col(replicas, "prefix_cache_hit_tokens").sum())
     return {
         "prefix_cache_hit_rate": h / q if q else 0.0,
-        "prefix_cache_evictions": int(replicas["prefix_cache_evictions"].sum()),
+        "prefix_cache_evictions": int(_col(replicas, "prefix_cache_evictions").sum()),
         "prefix_cache_hit_rate_per_replica": [
-            float(x) for x in replicas["prefix_cache_hit_rate"].to_numpy()
+            float(x) for x in _col(replicas, "prefix_cache_hit_rate")
         ],
     }
 
 
-def replicawise(req: pd.DataFrame, metric: str, n_replicas: int) -> dict:
+def replicawise(req, metric: str, n_replicas: int) -> dict:
     """A request metric's distribution per replica (completed requests), keyed by replica id."""
-    done = req["completed"].to_numpy()
-    rep = req["replica"].to_numpy()[done]
+    done = _col(req, "completed")
+    rep = _col(req, "replica")[done]
     # one stable sort instead of a mask per replica (1,000 replicas x 1M requests): each
     # replica's values stay in arrival order, so the figures are the same
     order = np.argsort(rep, kind="stable")
-    x = req[metric].to_numpy()[done][order]
+    x = _col(req, metric)[done][order]
     ids = np.arange(n_replicas)
     lo = np.searchsorted(rep[order], ids, side="left")
     hi = np.searchsorted(rep[order], ids, side="right")

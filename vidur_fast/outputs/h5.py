@@ -12,7 +12,8 @@ Layout (format_version 3; docs/outputs.md lists every column):
     /tbt_histogram/{count, upper_edge_s}
 
 Every dataset has attrs `unit` and `description`. Booleans are stored as uint8.
-h5py is imported when a file is written or read, not with this module (start-up).
+h5py is imported when a file is written or read, not with this module (start-up); pandas
+only when a file is read.
 """
 
 from __future__ import annotations
@@ -20,19 +21,19 @@ from __future__ import annotations
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from vidur_fast import __version__
 
 if TYPE_CHECKING:
     import h5py
+    import pandas as pd
 from vidur_fast.engine.batch_store import BATCH_LOG_NAMES
 from vidur_fast.engine.chunk_codec import CHUNK_ROWS, GZIP_LEVEL, encode_chunk, shuffled
+from vidur_fast.metrics.table import Columns
 from vidur_fast.outputs.schema import (
     FORMAT_VERSION,
     TIMESERIES_DROPPED,
@@ -48,15 +49,14 @@ from vidur_fast.outputs.timeseries import (
     replica_timeseries,
     running_hit_rate,
 )
+from vidur_fast.timing.input_memo import package_version
 
 PACKAGES = ("numpy", "numba", "pandas", "scikit-learn", "h5py", "aiconfigurator-core")
 
 
 def _package_version(name: str) -> str:
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return "not installed"
+    found = package_version(name)
+    return "not installed" if found is None else found
 
 
 def data_versions(timing_meta: dict) -> dict:
@@ -65,8 +65,16 @@ def data_versions(timing_meta: dict) -> dict:
     return {"timing": timing, "packages": {p: _package_version(p) for p in PACKAGES}}
 
 
-def _write_frame(g: h5py.Group, group_name: str, frame: pd.DataFrame, pool) -> None:
-    _write_columns(g, group_name, ((c, frame[c].to_numpy()) for c in frame.columns), pool)
+def _write_frame(g: h5py.Group, group_name: str, frame, pool) -> None:
+    """frame: a pandas DataFrame or a metrics.table.Columns."""
+    _write_columns(g, group_name, ((c, np.asarray(frame[c])) for c in frame.columns), pool)
+
+
+def _table(result, name: str):
+    """result's table `name` (requests, replicas) as its numpy columns when it keeps them
+    (api.Result), else as it has it (a DataFrame)."""
+    columns = getattr(result, f"{name[:-1]}_columns", None)
+    return getattr(result, name) if columns is None else columns
 
 
 def _write_columns(g: h5py.Group, group_name: str, columns, pool) -> None:
@@ -157,7 +165,7 @@ def write_metrics_h5(
         f.attrs["data_versions"] = json.dumps(data_versions(meta), sort_keys=True, default=str)
         for name in ("requests", "replicas"):
             group = f.create_group(name, track_order=True)
-            _write_frame(group, name, getattr(result, name), pool)
+            _write_frame(group, name, _table(result, name), pool)
         batch_log = getattr(result, "batch_log", None)
         g = f.create_group("batches", track_order=True)
         if batch_log is None:
@@ -176,11 +184,12 @@ def write_metrics_h5(
             f.create_group("timeseries", track_order=True),
             columns,
             names,
-            result.replicas,
+            _table(result, "replicas"),
             timeseries_full_max_rows,
             pool,
         )
-        hist = pd.DataFrame({"count": result.tbt_histogram, "upper_edge_s": tbt_upper_edge_s})
+        hist = {"count": np.asarray(result.tbt_histogram), "upper_edge_s": tbt_upper_edge_s}
+        hist = Columns(hist)
         _write_frame(f.create_group("tbt_histogram", track_order=True), "tbt_histogram", hist, pool)
 
 
@@ -190,7 +199,7 @@ def _write_replica_timeseries(
     """The per-replica time series (same columns as timeseries.replica_timeseries), written
     column by column so that a long run never holds them all in memory; above full_max_rows
     batches, only each replica's rows of /batches (`batch_row`)."""
-    rep_ids = replicas["replica"].to_numpy()
+    rep_ids = np.asarray(replicas["replica"])
     rep_col = np.asarray(column("replica"))
     order = order_by_replica(rep_col)
     bounds = _rows_below(rep_col, rep_ids)  # where each replica's rows start in order
@@ -220,7 +229,9 @@ def _write_replica_timeseries(
         emit(TIMESERIES_RENAME.get(c, c), lambda idx, r, d=data: d[idx])
         del data
     if "alloc_blocks" in names:
-        blocks = replicas.set_index("replica")["num_blocks"]
+        blocks = dict(
+            zip(rep_ids.tolist(), np.asarray(replicas["num_blocks"]).tolist(), strict=True)
+        )
         alloc = np.asarray(column("alloc_blocks"))
         emit("kv_usage_fraction", lambda idx, r: alloc[idx] / max(int(blocks.get(r, 0)), 1))
         del alloc
@@ -246,6 +257,8 @@ def _rows_below(rep_col: np.ndarray, rep_ids: np.ndarray) -> np.ndarray:
 
 
 def _read_frame(g: h5py.Group) -> pd.DataFrame:
+    import pandas as pd
+
     cols = {}
     for k, ds in g.items():
         data = ds[()]
@@ -258,6 +271,7 @@ def _read_frame(g: h5py.Group) -> pd.DataFrame:
 def read_metrics_h5(path: Path) -> dict:
     """{'attrs', 'requests', 'batches', 'replicas', 'timeseries': {r: df}, 'tbt_histogram'}."""
     import h5py
+    import pandas as pd
 
     with h5py.File(path, "r") as f:
         out = {"attrs": {k: _attr(v) for k, v in f.attrs.items()}}

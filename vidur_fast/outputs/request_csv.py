@@ -11,30 +11,59 @@ import io
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 # the request table's names -> Vidur's (canary names the arrival time request_arrived_at)
 VIDUR_REQUEST_COLUMNS = {"request_id": "Request Id", "arrived_at": "request_arrived_at"}
 
 
+# the two texts a boolean is written as, padded to one width (row 0: False, row 1: True)
+_BOOL_TEXT = np.frombuffer(b"FalseTrue\0", dtype=np.uint8).reshape(2, 5)
+
+
 def _arrow_column(values: np.ndarray):
+    """values as an Arrow array: NaN as null (an empty field), booleans as True/False.
+
+    Numbers and booleans are laid into Arrow buffers directly: pa.array() would import pandas
+    (half a second of start-up) to look for pandas types."""
     import pyarrow as pa
 
+    n = values.shape[0]
     if values.dtype == bool:
-        return pa.array(np.where(values, "True", "False"))
-    # from_pandas: NaN becomes null, written as an empty field
+        lengths = np.where(values, 4, 5)
+        offsets = np.zeros(n + 1, dtype=np.int32)
+        np.cumsum(lengths, out=offsets[1:])
+        row = np.repeat(np.arange(n), lengths)
+        pos = np.arange(offsets[-1]) - offsets[:-1][row]
+        text = _BOOL_TEXT[values[row].astype(np.intp), pos]
+        return pa.Array.from_buffers(
+            pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(text)]
+        )
+    if values.dtype.kind in "iuf" and values.dtype.isnative:
+        values = np.ascontiguousarray(values)
+        valid = None
+        if values.dtype.kind == "f":
+            nan = np.isnan(values)
+            if nan.any():
+                valid = pa.py_buffer(np.packbits(~nan, bitorder="little"))
+        kind = pa.from_numpy_dtype(values.dtype)
+        return pa.Array.from_buffers(kind, n, [valid, pa.py_buffer(values)])
+    # anything else (text): from_pandas makes NaN a null
     return pa.array(values, from_pandas=True)
 
 
-def write_request_csv(requests: pd.DataFrame, path: Path) -> None:
-    """Write the request table to path (header names as in Vidur's request_metrics.csv)."""
+def write_request_csv(requests, path: Path) -> None:
+    """Write the request table to path (header names as in Vidur's request_metrics.csv).
+
+    requests: a metrics.table.Columns or a pandas DataFrame (the same file from either).
+    """
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    names = [VIDUR_REQUEST_COLUMNS.get(str(c), str(c)) for c in requests.columns]
+    columns = [(str(c), np.asarray(requests[c])) for c in requests.columns]
+    names = [VIDUR_REQUEST_COLUMNS.get(c, c) for c, _ in columns]
     # Arrow quotes every string under "needed"; with only numbers and booleans nothing needs it
-    text = any(requests[c].dtype.kind not in "biuf" for c in requests.columns)
-    table = pa.table([_arrow_column(requests[c].to_numpy()) for c in requests.columns], names=names)
+    text = any(v.dtype.kind not in "biuf" for _, v in columns)
+    table = pa.table([_arrow_column(v) for _, v in columns], names=names)
     with open(path, "wb") as f:
         # the header by hand: Arrow quotes every column name, pandas (and Vidur) none
         header = io.StringIO()

@@ -6,7 +6,6 @@ yields a running hit rate.
 """
 
 import numpy as np
-import pandas as pd
 
 from vidur_fast.outputs.schema import TIMESERIES_DROPPED, TIMESERIES_RENAME
 
@@ -16,14 +15,14 @@ HIT_TOKENS = "num_cached_tokens"
 PREFILL_TOKENS = "num_prefill_tokens"
 
 
-def has_prefix_cache(batch_columns, replicas: pd.DataFrame) -> bool:
+def has_prefix_cache(batch_columns, replicas) -> bool:
     """Whether the run used a prefix cache (vllm_v1 with prefix caching looks up every
     admission), so that a running hit rate means something."""
     return (
         HIT_TOKENS in batch_columns
         and PREFILL_TOKENS in batch_columns
         and "prefix_cache_query_tokens" in replicas
-        and bool(replicas["prefix_cache_query_tokens"].sum() > 0)
+        and bool(np.asarray(replicas["prefix_cache_query_tokens"]).sum() > 0)
     )
 
 
@@ -44,7 +43,7 @@ def order_by_replica(rep_col: np.ndarray) -> np.ndarray:
     return np.argsort(rep_col, kind="stable")
 
 
-def replica_rows(batches: pd.DataFrame, replicas: pd.DataFrame) -> dict[int, np.ndarray]:
+def replica_rows(batches, replicas) -> dict[int, np.ndarray]:
     """{replica: rows of batches that replica ran, in formation order}."""
     rep_col = batches["replica"].to_numpy()
     order = order_by_replica(rep_col)
@@ -54,15 +53,13 @@ def replica_rows(batches: pd.DataFrame, replicas: pd.DataFrame) -> dict[int, np.
     return {int(r): order[lo:hi] for r, lo, hi in zip(rep_ids, bounds, ends, strict=True)}
 
 
-def replica_timeseries(
-    batches: pd.DataFrame,
-    replicas: pd.DataFrame,
-    batch_rows: dict[int, np.ndarray] | None = None,
-) -> dict[int, pd.DataFrame]:
+def replica_timeseries(batches, replicas, batch_rows: dict[int, np.ndarray] | None = None) -> dict:
     """{replica: DataFrame} with one row per batch of that replica, in formation order.
 
     batch_rows: each replica's rows of batches (metrics.h5 `batch_row`); found from batches if None.
     """
+    import pandas as pd  # not at start-up: the run directory is written without it
+
     num_blocks = replicas.set_index("replica")["num_blocks"]
     numeric = [c for c in batches.columns if pd.api.types.is_numeric_dtype(batches[c])]
     hit_rate = has_prefix_cache(batches.columns, replicas)

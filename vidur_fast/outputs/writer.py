@@ -344,7 +344,9 @@ def _write_claimed(result: Result, out: OutputConfig, claim: RunDirClaim) -> Pat
             side = []
             if out.write_request_csv:
                 side.append(
-                    pool.submit(write_request_csv, result.requests, tmp / "request_metrics.csv")
+                    pool.submit(
+                        write_request_csv, result.request_columns, tmp / "request_metrics.csv"
+                    )
                 )
             if out.write_parquet:
                 side.append(

@@ -60,6 +60,18 @@ class EngineSetup:
     max_seq_len: int  # per-request bound on prompt + output (0 = none)
 
 
+def scheduler_policy(s) -> SchedPolicy:
+    """The kernels' code (SchedParams.policy) of a scheduler config."""
+    return {
+        VllmV1Scheduler: SchedPolicy.VLLM_V1,
+        LightLLMScheduler: SchedPolicy.LIGHTLLM,
+        SarathiScheduler: SchedPolicy.SARATHI,
+        VllmV0Scheduler: SchedPolicy.VLLM,
+        OrcaScheduler: SchedPolicy.ORCA,
+        FasterTransformerScheduler: SchedPolicy.FASTER_TRANSFORMER,
+    }[type(s)]
+
+
 def router_code(cfg: SimConfig) -> int:
     return router_policy(cfg.router, "router")
 

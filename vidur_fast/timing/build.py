@@ -1,13 +1,15 @@
 """build_timing: operator samples -> fitted models -> dense grids, through the on-disk cache."""
 
+from __future__ import annotations
+
 import sys
 import time
 import warnings
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from vidur_fast.catalog import (
     DeviceSpec,
@@ -37,6 +39,9 @@ from vidur_fast.timing.fit import clean_rows, fit_all, fit_op, mape, op_tables
 from vidur_fast.timing.grids import GRID_FIELDS, build_grids, evaluate_points, make_grids
 from vidur_fast.timing.input_memo import input_fingerprint, read_memo, write_memo
 from vidur_fast.timing.samples import OperatorSamples
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "TimingModel",
@@ -152,7 +157,7 @@ def _moe_args(model: ModelSpec, cfg: PredictorConfig) -> dict:
 
 def _from_memo(
     fingerprint: str, model: ModelSpec, tp: int, pp: int, cfg: PredictorConfig
-) -> "TimingModel | None":
+) -> TimingModel | None:
     if cfg.cache_mode not in ("use", "require"):
         return None
     cache_dir = resolve_cache_dir(cfg)
@@ -255,6 +260,8 @@ def held_out_accuracy(samples: OperatorSamples, cfg: PredictorConfig) -> pd.Data
 
     Predictions go through the same support/extrapolation rule as the grids.
     """
+    import pandas as pd
+
     validate_predictor(cfg)
     rows = []
     for name, (kind, X, y) in op_tables(samples).items():

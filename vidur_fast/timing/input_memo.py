@@ -12,7 +12,8 @@ import hashlib
 import json
 import os
 from dataclasses import asdict
-from importlib.metadata import PackageNotFoundError, version
+from functools import cache
+from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 
 from vidur_fast.catalog import DeviceSpec, ModelSpec, NodeSpec
@@ -39,11 +40,27 @@ def _files_state(root: Path) -> list:
     return sorted(out)
 
 
-def _version(package: str) -> str:
+@cache
+def package_version(package: str) -> str | None:
+    """The installed version of package (None: not installed), as importlib.metadata.version
+    gives it, from the Version line of its metadata: version() parses the whole file with the
+    email parser, long descriptions included (~3 ms a package, 20-30 ms a run)."""
     try:
-        return version(package)
+        dist = distribution(package)
     except PackageNotFoundError:
-        return "none"
+        return None
+    text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
+    for line in text.splitlines():
+        if not line:  # the end of the headers
+            break
+        if line.startswith("Version:"):
+            return line.removeprefix("Version:").strip()
+    return dist.version
+
+
+def _version(package: str) -> str:
+    found = package_version(package)
+    return "none" if found is None else found
 
 
 def input_fingerprint(

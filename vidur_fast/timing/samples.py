@@ -5,9 +5,13 @@ All times are milliseconds for ONE transformer layer on ONE GPU, after tensor-pa
 fills the same frames, so fitting and grid building never care where samples came from.
 """
 
-from dataclasses import dataclass, field
+from __future__ import annotations
 
-import pandas as pd
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the sources build the frames; this module needs no pandas at start-up
+    import pandas as pd
 
 # Token-count operators of one layer (Vidur's names). Missing ones count as 0 ms.
 TOKEN_OPS = (

@@ -3,13 +3,18 @@
 Each check finds the FIRST offending row with numpy and names file, 1-based data row and column.
 """
 
+from __future__ import annotations
+
 import json
 from itertools import chain
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from vidur_fast.errors import TraceError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 class RowLocator:
@@ -63,6 +68,13 @@ def numeric_column(
     i = _first(np.isnan(values))
     if i is not None:
         raise loc.error(i, column, f"not a number (got {_short(series.iloc[i])})")
+    return checked_numbers(values, column, loc, must_be=must_be)
+
+
+def checked_numbers(
+    values: np.ndarray, column: str, loc: RowLocator, *, must_be: str | None = "> 0"
+) -> np.ndarray:
+    """numeric_column's checks of float64 values already parsed (none missing or NaN)."""
     i = _first(~np.isfinite(values))
     if i is not None:
         raise loc.error(i, column, f"must be finite (got {values[i]})")
@@ -74,6 +86,8 @@ def numeric_column(
 
 
 def _to_float(series: pd.Series) -> np.ndarray:
+    import pandas as pd
+
     if pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(series):
         return series.to_numpy(dtype=np.float64, na_value=np.nan)
     # Object columns (strings, lists from JSON): anything that is not a plain number -> NaN.
@@ -136,6 +150,8 @@ def lists_to_csr(
 
 def parse_json_lists(cells: np.ndarray, column: str, loc: RowLocator) -> list:
     """Parse a column of JSON list strings in one json.loads; on failure find the bad row."""
+    import pandas as pd
+
     missing = pd.isna(cells)
     i = _first(missing)
     if i is not None:

@@ -1,9 +1,12 @@
 """Trace readers: Vidur CSV, Mooncake JSONL and Azure LLM CSV (plain or gzip) -> TraceData.
 
-Parsing is columnar (pandas / one json.loads per file); the only per-row Python work is turning
-JSON hash lists into one flat array. Every problem becomes a one-line TraceError naming the
-file, the 1-based data row and the column.
+Parsing is columnar (pandas / one json.loads per file; numpy alone for a CSV of plain numbers
+and JSONL records of numbers, see _plain_csv and _record_numbers); the only per-row Python
+work is turning JSON hash lists into one flat array. Every problem becomes a one-line
+TraceError naming the file, the 1-based data row and the column.
 """
+
+from __future__ import annotations
 
 import contextlib
 import csv
@@ -11,30 +14,36 @@ import dataclasses
 import gzip
 import io
 import json
+import math
 import os
 import re
 import shutil
 import stat
 import tempfile
 import warnings
+import zlib
 from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from vidur_fast.errors import TraceError
 from vidur_fast.kernels.dtypes import NO_ID
 from vidur_fast.workload.columns import (
     RowLocator,
     check_sorted,
+    checked_numbers,
     integer_column,
     lists_to_csr,
     numeric_column,
     parse_json_lists,
     require_columns,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 FORMATS = ("vidur", "mooncake", "azure")
 # (prompt column, output column) per format, for error messages about lengths.
@@ -178,6 +187,8 @@ def _read_csv(
     """The columns usecols of a CSV trace. Every row is checked against the header: a row
     with more fields than the header has columns is an error naming the row (pandas would
     shift the row's values into other columns, or drop the surplus, without a word)."""
+    import pandas as pd
+
     try:
         compression = "gzip" if _is_gzip(path) else None
         with warnings.catch_warnings(record=True) as caught:
@@ -207,6 +218,52 @@ def _read_csv(
     return df
 
 
+# every byte a plain numeric CSV's data rows may hold (see _plain_csv)
+_PLAIN_BYTES = b"0123456789.,\n"
+
+
+def _plain_csv(path: str, max_rows: int | None) -> tuple[list[str], np.ndarray] | None:
+    """(header names, data rows as a 2-D float64 array) of a CSV made of a header and rows of
+    unsigned decimal numbers only (no quotes, signs, exponents, spaces, blank lines or empty
+    fields), parsed by numpy without pandas (its import is most of a small run's start-up);
+    None for any other file, which _read_csv then reads, with its row-exact errors. Both
+    parsers read a decimal as the nearest double, so the values are the same."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+        if raw[:2] == _GZIP_MAGIC:
+            raw = gzip.decompress(raw)
+    except (OSError, EOFError, zlib.error):
+        return None
+    head, sep, body = raw.partition(b"\n")
+    if not sep or not body or body.translate(None, _PLAIN_BYTES) or b"\n\n" in body:
+        return None
+    if b'"' in head or b"\r" in head or head.startswith(b"\xef\xbb\xbf"):
+        return None
+    try:
+        names = head.decode("utf-8").split(",")
+    except UnicodeDecodeError:
+        return None
+    if any(not n.strip() for n in names) or len({n.strip() for n in names}) < len(names):
+        return None  # unnamed or repeated columns: the pandas reader's errors
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no data rows: a warning, not an empty array
+            rows = np.loadtxt(
+                io.StringIO(body.decode("ascii")),
+                delimiter=",",
+                dtype=np.float64,
+                comments=None,
+                ndmin=2,
+                max_rows=max_rows,
+            )
+    except (ValueError, UserWarning):
+        return None
+    if rows.shape[0] == 0 or rows.shape[1] != len(names):
+        return None
+    return names, rows
+
+
 def _csv_columns(path: str) -> list[str]:
     """The header's column names as written; a name given twice is an error (pandas would
     rename the second one and the reader would use the first without a word)."""
@@ -227,6 +284,8 @@ def _csv_columns(path: str) -> list[str]:
 
 
 def _read_csv_header(path: str) -> list[str]:
+    import pandas as pd
+
     try:
         compression = "gzip" if _is_gzip(path) else None
         with warnings.catch_warnings():
@@ -286,7 +345,8 @@ def _read_vidur(
     path: str, need_arrivals: bool, need_hashes: bool, max_rows: int | None
 ) -> TraceData:
     loc = RowLocator(path)
-    columns = _csv_columns(path)
+    plain = _plain_csv(path, max_rows)
+    columns = _csv_columns(path) if plain is None else plain[0]
     required = (["arrived_at"] if need_arrivals else []) + [
         "num_prefill_tokens",
         "num_decode_tokens",
@@ -297,6 +357,19 @@ def _read_vidur(
         raise loc.file_error("missing column block_size (needed with block_hash_ids)")
     optional = ["session_id"] if "session_id" in columns else []
     optional += ["block_hash_ids", "block_size"] if with_hashes else []
+    if plain is not None and not optional:  # numbers only: no pandas
+        names, rows = plain
+
+        def col(name: str, must_be: str = "> 0") -> np.ndarray:
+            values = np.ascontiguousarray(rows[:, names.index(name)])
+            return checked_numbers(values, name, loc, must_be=must_be)
+
+        prompt, decode = col("num_prefill_tokens"), col("num_decode_tokens")
+        arrival = None
+        if need_arrivals:
+            arrival = col("arrived_at", must_be=">= 0")
+            check_sorted(arrival, "arrived_at", loc)
+        return TraceData(path, "vidur", prompt, decode, arrival, None, None, np.arange(len(rows)))
     df = _read_csv(path, required + optional, max_rows, dtype={"block_hash_ids": str})
     _require_rows(len(df), loc)
 
@@ -337,6 +410,20 @@ def _vidur_block_ids(
 # ---- Mooncake JSONL ----
 
 
+def _record_numbers(records: list, key: str) -> np.ndarray | None:
+    """float64 of every record's `key` when each has it as a finite JSON number (an integer
+    within 2**53, or a float), the values the pandas reader gets; None otherwise (a field
+    missing or of another type: the pandas reader names the row and the problem)."""
+    values = [r.get(key) for r in records]
+    for v in values:
+        if type(v) is int:
+            if not -(2**53) <= v <= 2**53:
+                return None
+        elif type(v) is not float or not math.isfinite(v):
+            return None
+    return np.array(values, dtype=np.float64)
+
+
 def _read_mooncake(
     path: str, need_arrivals: bool, need_hashes: bool, max_rows: int | None
 ) -> TraceData:
@@ -359,20 +446,34 @@ def _read_mooncake(
     not_object = np.flatnonzero([type(r) is not dict for r in records])
     if not_object.size:
         raise loc.error(int(not_object[0]), "-", "each line must be a JSON object")
-    df = pd.DataFrame.from_records(records)
     required = (["timestamp"] if need_arrivals else []) + ["input_length", "output_length"]
-    require_columns(list(df.columns), required, loc, "mooncake")
+    numbers = {key: _record_numbers(records, key) for key in required}
+    with_hashes = need_hashes and any("hash_ids" in r for r in records)
+    if all(v is not None for v in numbers.values()) and (
+        not with_hashes or all("hash_ids" in r for r in records)
+    ):  # every record has every field, numbers as numbers: no pandas
+        prompt = checked_numbers(numbers["input_length"], "input_length", loc)
+        decode = checked_numbers(numbers["output_length"], "output_length", loc)
+        if need_arrivals:
+            ms = checked_numbers(numbers["timestamp"], "timestamp", loc, must_be=">= 0")
+        hash_lists = [r["hash_ids"] for r in records] if with_hashes else None
+    else:
+        import pandas as pd
 
-    prompt = numeric_column(df["input_length"], "input_length", loc)
-    decode = numeric_column(df["output_length"], "output_length", loc)
+        df = pd.DataFrame.from_records(records)
+        require_columns(list(df.columns), required, loc, "mooncake")
+        prompt = numeric_column(df["input_length"], "input_length", loc)
+        decode = numeric_column(df["output_length"], "output_length", loc)
+        if need_arrivals:
+            ms = numeric_column(df["timestamp"], "timestamp", loc, must_be=">= 0")
+        hash_lists = df["hash_ids"].to_numpy(dtype=object) if with_hashes else None
     arrival = None
     if need_arrivals:
-        ms = numeric_column(df["timestamp"], "timestamp", loc, must_be=">= 0")
         check_sorted(ms, "timestamp", loc)
         arrival = ms / 1000.0
     block_ids = None
-    if need_hashes and "hash_ids" in df:  # like Vidur's block_hash_ids: optional
-        offsets, ids = lists_to_csr(df["hash_ids"].to_numpy(dtype=object), "hash_ids", loc)
+    if hash_lists is not None:  # like Vidur's block_hash_ids: optional
+        offsets, ids = lists_to_csr(hash_lists, "hash_ids", loc)
         p = np.floor(prompt).astype(np.int64)
         low = -(-p // MOONCAKE_BLOCK_TOKENS)
         rule = f"one id per {MOONCAKE_BLOCK_TOKENS}-token prompt block (last may be partial)"
@@ -421,6 +522,8 @@ def _raise_bad_json_line(lines: list[str], loc: RowLocator) -> None:
 
 
 def _read_azure(path: str, need_arrivals: bool, max_rows: int | None) -> TraceData:
+    import pandas as pd
+
     loc = RowLocator(path)
     columns = _csv_columns(path)
     required = (["TIMESTAMP"] if need_arrivals else []) + ["ContextTokens", "GeneratedTokens"]

@@ -3,7 +3,6 @@
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from vidur_fast.kernels.dtypes import NO_HASH, NO_ID
 from vidur_fast.workload.hashes import gather_segments
@@ -107,8 +106,10 @@ class RequestTable:
         }
         return out
 
-    def to_frame(self) -> pd.DataFrame:
+    def to_frame(self):
         """One row per request (hash lists are summarised by their count)."""
+        import pandas as pd
+
         return pd.DataFrame(
             {
                 "arrival_s": self.arrival_s,

@@ -3,7 +3,6 @@
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from vidur_fast.workload.table import RequestTable
 
@@ -11,6 +10,8 @@ from vidur_fast.workload.table import RequestTable
 def write_vidur_csv(table: RequestTable, path: str | Path) -> None:
     """arrived_at, num_prefill_tokens, num_decode_tokens [, session_id]
     [, block_hash_ids, block_size]; readable by read_trace (format "vidur")."""
+    import pandas as pd
+
     columns = {
         "arrived_at": table.arrival_s,
         "num_prefill_tokens": table.prompt_tokens,

@@ -103,3 +103,19 @@ def test_missing_kernels_are_compiled_once_before_the_workers_start(
     assert err.count("compiling the kernels once before the workers start") == 1
     assert "compiling the simulation loop" in err
     assert err.index("compiling the kernels once") < err.rindex("sweep: ")
+
+
+def test_one_warm_up_run_per_loop_variant_not_cached(monkeypatch):
+    import vidur_fast.engine.run as engine_run
+    from vidur_fast.config.sim import SarathiScheduler, SimConfig
+
+    runs = []
+    monkeypatch.setattr(engine_run, "kernel_cached", lambda dispatcher: False)
+    monkeypatch.setattr(worker, "simulate", lambda cfg, **kw: runs.append(type(cfg.scheduler)))
+    v1, sarathi = SimConfig(), SimConfig(scheduler=SarathiScheduler())
+    worker.warm_kernels([v1, sarathi, v1, sarathi], quiet=True)
+    assert runs == [type(v1.scheduler), SarathiScheduler]
+    runs.clear()
+    monkeypatch.setattr(engine_run, "kernel_cached", lambda dispatcher: True)
+    worker.warm_kernels([v1, sarathi], quiet=True)
+    assert runs == []

@@ -10,6 +10,8 @@ import pkgutil
 
 import vidur_fast.kernels as kernels_pkg
 from numba.core.registry import CPUDispatcher
+from vidur_fast.kernels import loop
+from vidur_fast.kernels.codes import SchedPolicy
 
 
 def _dispatchers():
@@ -22,6 +24,10 @@ def _dispatchers():
 
 def test_kernels_are_compiled_without_refcounting():
     found = dict(_dispatchers())
-    assert "vidur_fast.kernels.loop.run_nb" in found
+    assert "vidur_fast.kernels.loop._run_loop_nb" in found
+    for policy in SchedPolicy:  # the compiled loops (kernels/loop.py loop_kernel)
+        for pools_on, pd_on in ((False, False), (True, False), (True, True)):
+            kernel = loop.loop_kernel(policy, pools_on, pd_on)
+            found[f"loop_kernel({policy.name}, {pools_on}, {pd_on})"] = kernel
     missing = [n for n, d in found.items() if d.targetoptions.get("_nrt", True) is not False]
     assert not missing, f"use @njit(cache=True, nogil=True, _nrt=False) for: {missing}"

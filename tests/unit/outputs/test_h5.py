@@ -1,5 +1,6 @@
 """metrics.h5 and requests.parquet read back equal the in-memory Result."""
 
+import dataclasses
 import json
 
 import h5py
@@ -169,7 +170,7 @@ def test_extra_batch_column_is_carried(small_result, tmp_path):
     # a counter the batch log may gain later shows up in timeseries, units and plots
     batches = small_result.batches.copy()
     batches["spec_accepted"] = np.arange(len(batches)) % 3
-    result = type(small_result)(**{**small_result.__dict__, "batch_log": _FrameLog(batches)})
+    result = dataclasses.replace(small_result, batch_log=_FrameLog(batches))
     path = write_plain(result, tmp_path / "run")
     run = read_run(path)
     with h5py.File(path / "metrics.h5") as f:
