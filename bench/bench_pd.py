@@ -5,8 +5,11 @@ aggregated against disaggregated deployments at equal GPU count.
 cluster: the prefill step's token is discarded (the proxy's max_tokens=1); the first token
 (TTFT) comes after the KV transfer (latency + bytes / bandwidth) and the decode side's first
 step (one token: the last prompt token recomputed), the second one decode step later.
-Checked to the nanosecond against the batch log and the transfer figure computed here. Then
-two such requests 20 ms apart over a 5 GB/s link with fair-share contention: the second
+Checked to the nanosecond against the batch log and the transfer figure computed here, with
+the two TP1 replicas placed on one node (placement packed: NVLink, 450 GB/s) and on two
+(separate_nodes: the network, 50 GB/s), 3 us of latency either way. Then
+two such requests 20 ms apart over a 5 GB/s network link (separate_nodes) with fair-share
+contention: the second
 transfer starts while the first sends, the two split the link, both transfer ends are
 checked to the nanosecond against processor sharing worked out here, and each TTFT is its
 prefill step's end + transfer + its decode-side first step.
@@ -84,7 +87,7 @@ def config(cluster: dict, workload: dict, source: str) -> SimConfig:
     )
 
 
-def single_request(source: str, cache: dict) -> None:
+def single_request(source: str, cache: dict, placement: str) -> None:
     prompt = 2000
     wl = {
         "type": "synthetic",
@@ -93,7 +96,8 @@ def single_request(source: str, cache: dict) -> None:
         "intervals": "StaticIntervals",
         "ingest_ms": 0.0,
     }
-    res = simulate(config(_pd(1, 1), wl, source), timing_cache=cache)
+    cluster = {**_pd(1, 1), "kv_transfer": {"placement": placement}}
+    res = simulate(config(cluster, wl, source), timing_cache=cache)
     b = res.batch_log.frame_ns()
     assert b["replica"].tolist() == [0, 1, 1], b
     pre, dec, dec2 = b.iloc[0], b.iloc[1], b.iloc[2]
@@ -101,7 +105,10 @@ def single_request(source: str, cache: dict) -> None:
     decode_ns = int(dec["end_ns"] - dec["start_ns"])
     node = get_node("h100_dgx")
     nbytes = prompt * kv_bytes_per_token(get_model(MODEL), 1, get_model(MODEL).num_layers)
-    xfer_ns = round(node.p2p_latency_us * 1000) + round(nbytes / node.inter_node_bandwidth_gbps)
+    packed = placement == "packed"
+    bw = node.nvlink_bandwidth_gbps if packed else node.inter_node_bandwidth_gbps
+    xfer_ns = round(node.p2p_latency_us * 1000) + round(nbytes / bw)
+    assert res.summary["pd"]["by_link"]["nvlink" if packed else "network"]["num_transfers"] == 1
     r = res.requests.iloc[0]
     first_ns = round(r["prefill_completed_at"] * 1e9)
     second_ns = round(r["completed_at"] * 1e9)
@@ -113,9 +120,9 @@ def single_request(source: str, cache: dict) -> None:
     assert second_ns == ttft + int(dec2["end_ns"] - dec2["start_ns"]), (second_ns, ttft)
     assert round(res.summary["pd"]["transfer_time_p50_s"] * 1e9) == xfer_ns
     print(
-        f"(1) idle 1P1D, {prompt}-token prompt: prefill step {prefill_ns} ns, transfer "
-        f"{xfer_ns} ns ({nbytes} B at {node.inter_node_bandwidth_gbps:g} GB/s + "
-        f"{node.p2p_latency_us:g} us), decode-side first step {decode_ns} ns"
+        f"(1) idle 1P1D, {placement}, {prompt}-token prompt: prefill step {prefill_ns} ns, "
+        f"transfer {xfer_ns} ns ({nbytes} B over {'NVLink' if packed else 'the network'} at "
+        f"{bw:g} GB/s + {node.p2p_latency_us:g} us), decode-side first step {decode_ns} ns"
     )
     print(
         f"    TTFT {first_ns} ns = prefill step + transfer + decode-side step (exact); second "
@@ -136,7 +143,8 @@ def two_requests_contention(source: str, cache: dict) -> None:
         "intervals": {"type": "UniformIntervals", "qps": 50.0},
         "ingest_ms": 0.0,
     }
-    cluster = {**_pd(1, 1), "kv_transfer": {"bandwidth_gbps": bw, "contention": "fair_share"}}
+    link = {"bandwidth_gbps": bw, "contention": "fair_share", "placement": "separate_nodes"}
+    cluster = {**_pd(1, 1), "kv_transfer": link}
     res = simulate(config(cluster, wl, source), timing_cache=cache)
     b = res.batch_log.frame_ns()
     t0, t1 = (int(x) for x in b[b["replica"] == 0]["end_ns"])
@@ -176,7 +184,8 @@ def main() -> None:
     ap.add_argument("--source", default="roofline")
     args = ap.parse_args()
     cache: dict = {}
-    single_request(args.source, cache)
+    single_request(args.source, cache, "packed")
+    single_request(args.source, cache, "separate_nodes")
     two_requests_contention(args.source, cache)
     wl = {
         "type": "synthetic",

@@ -6,14 +6,16 @@ which the proxy discards. At that step's end it is handed off: the decode router
 decode replica, which reserves the prompt's KV blocks (vLLM's WAITING_FOR_REMOTE_KVS) when
 they fit and the replica's reservation queue is empty, else the request joins that queue
 (FIFO, retried at each of the replica's batch ends). The transfer starts with the
-reservation and lasts latency + bytes / bandwidth; with fair-share contention (link[2]) the
-transfers leaving one prefill replica (its egress NIC: one link per prefill replica) share
-the bandwidth equally while they overlap, and a transfer ends the latency after its last
-byte leaves. At its end the prefill replica frees the request's blocks and the request joins
-the decode replica's running list with all prompt tokens but the last computed: its next
-step recomputes that token and samples the first output token the client sees (TTFT), and
-the decode side produces every output token. A decode replica whose running list is full
-keeps arrived requests in a second FIFO until a running slot frees.
+reservation and lasts latency + bytes / bandwidth over the pair's link kind: NVLink when
+both replicas sit on one node (PDState.node), else the network. With fair-share contention
+(link[2]) the transfers on one egress link of a prefill replica (two per replica: its NIC
+and its NVLink) share that link's bandwidth equally while they overlap, and a transfer ends
+the link's latency after its last byte leaves. At its end the prefill replica frees the
+request's blocks and the request joins the decode replica's running list with all prompt
+tokens but the last computed: its next step recomputes that token and samples the first
+output token the client sees (TTFT), and the decode side produces every output token. A
+decode replica whose running list is full keeps arrived requests in a second FIFO until a
+running slot frees.
 
 A decider picks, per arriving request, disaggregated or mixed serving: always, never, or
 only prompts with more than N uncached tokens (without prefix caching: the prompt). A mixed
@@ -59,7 +61,11 @@ DECIDE_UNCACHED_ABOVE = 2
 
 # link contention (PDState.link[2])
 CONTENTION_NONE = 0  # every transfer has the whole bandwidth
-CONTENTION_FAIR_SHARE = 1  # transfers leaving one prefill replica share its bandwidth
+CONTENTION_FAIR_SHARE = 1  # transfers on one egress link of a prefill replica share it
+
+# link kinds (PDState.kind); the fair-share link of prefill replica s and kind k is 2 s + k
+LINK_NET = 0  # between nodes: link[0] bandwidth, link[1] latency
+LINK_NVLINK = 1  # inside a node: link[3] bandwidth, link[4] latency
 
 
 class PDState(NamedTuple):
@@ -71,7 +77,9 @@ class PDState(NamedTuple):
     mixed_ids: np.ndarray  # int64[Rm], the mixed replicas in id order
     decide: np.ndarray  # int64[2], DECIDE_* and its threshold in tokens
     tok_bytes: np.ndarray  # float64[R], KV bytes per token sent from this replica
-    link: np.ndarray  # float64[3], bandwidth (bytes per ns = GB/s), latency (ns), CONTENTION_*
+    link: np.ndarray  # float64[5], network bandwidth (bytes per ns = GB/s), latency (ns),
+    # CONTENTION_*, NVLink bandwidth, latency (ns)
+    node: np.ndarray  # int64[R], the node index of each replica (its first node)
     ctl: np.ndarray  # int64[PD_CTL]
     real_decode: np.ndarray  # int64[N], the request's output tokens (orig_decode is 1 meanwhile)
     src: np.ndarray  # int64[N], prefill replica (NO_ID: not disaggregated)
@@ -81,6 +89,7 @@ class PDState(NamedTuple):
     start_ns: np.ndarray  # int64[N], transfer start (NEVER: none)
     end_ns: np.ndarray  # int64[N], transfer end
     nbytes: np.ndarray  # int64[N], bytes moved
+    kind: np.ndarray  # int64[N], LINK_* of the transfer (NO_ID: none)
     waited: np.ndarray  # int64[N], 1 when the hand-off queued for decode blocks
     q_next: np.ndarray  # int64[N], next request in a decode replica's FIFO
     dq_head: np.ndarray  # int64[R], FIFO of hand-offs waiting for KV blocks
@@ -89,13 +98,14 @@ class PDState(NamedTuple):
     aq_tail: np.ndarray  # int64[R]
     heap_t: np.ndarray  # int64[N], transfers in flight: end time
     heap_i: np.ndarray  # int64[N], and request
-    # fair-share links, one per prefill replica's egress (processor sharing, virtual time)
-    lk_head: np.ndarray  # int64[R], transfers sending on the link (linked by x_next)
-    lk_n: np.ndarray  # int64[R], how many
-    lk_t: np.ndarray  # int64[R], time of the link's last update
-    lk_next: np.ndarray  # int64[R], the link's next last byte (NEVER: idle)
-    lk_min: np.ndarray  # int64[R], the transfer sending it
-    lk_v: np.ndarray  # float64[R], virtual time: bytes each active transfer has sent
+    # fair-share links, two per prefill replica's egress (2 s + LINK_*; processor sharing,
+    # virtual time)
+    lk_head: np.ndarray  # int64[2R], transfers sending on the link (linked by x_next)
+    lk_n: np.ndarray  # int64[2R], how many
+    lk_t: np.ndarray  # int64[2R], time of the link's last update
+    lk_next: np.ndarray  # int64[2R], the link's next last byte (NEVER: idle)
+    lk_min: np.ndarray  # int64[2R], the transfer sending it
+    lk_v: np.ndarray  # float64[2R], virtual time: bytes each active transfer has sent
     x_next: np.ndarray  # int64[N], next transfer on the same link
     tag: np.ndarray  # float64[N], virtual time at which the transfer's last byte leaves
     # prefix caching: the decode replica's hit, and the prefill replica's block list of the
@@ -114,7 +124,7 @@ def no_pd() -> PDState:
     f = np.zeros(0, dtype=np.float64)
     ctl = np.zeros(PD_CTL, np.int64)
     return PDState(
-        i, i, i, i, i, f, f, ctl, *([i] * 16), *([i] * 5), f, i, f, i, i, i, i, no_groups()
+        i, i, i, i, i, f, f, i, ctl, *([i] * 17), *([i] * 5), f, i, f, i, i, i, i, no_groups()
     )
 
 
@@ -128,13 +138,20 @@ def make_pd(
     threshold: int = 0,
     contention: int = CONTENTION_NONE,
     routers: RouteGroups | None = None,
+    node=None,
+    intra_bandwidth_gbps: float | None = None,
+    intra_latency_us: float | None = None,
 ) -> PDState:
-    """PDState of a PD cluster: role and tok_bytes per replica, the link, n requests, the
-    decider and its threshold, the link's contention model (CONTENTION_*), the routers
-    (router.route_groups; None = the cluster router over each role's replicas, filled in by
-    engine.run.run_engine)."""
+    """PDState of a PD cluster: role and tok_bytes per replica, the network link, n
+    requests, the decider and its threshold, the links' contention model (CONTENTION_*), the
+    routers (router.route_groups; None = the cluster router over each role's replicas, filled
+    in by engine.run.run_engine), each replica's node index (None: every replica on a node
+    of its own) and the NVLink figures inside a node (None: the network's)."""
     role = np.asarray(role, dtype=np.int64)
     r = role.shape[0]
+    node = np.arange(r, dtype=np.int64) if node is None else np.asarray(node, dtype=np.int64)
+    nv_bw = bandwidth_gbps if intra_bandwidth_gbps is None else intra_bandwidth_gbps
+    nv_lat = latency_us if intra_latency_us is None else intra_latency_us
 
     def full(k, v):
         return np.full(k, v, dtype=np.int64)
@@ -148,7 +165,11 @@ def make_pd(
         mixed_ids=np.flatnonzero(role == ROLE_MIXED).astype(np.int64),
         decide=np.array([decide, threshold], dtype=np.int64),
         tok_bytes=np.asarray(tok_bytes, dtype=np.float64),
-        link=np.array([bandwidth_gbps, latency_us * 1000.0, contention], dtype=np.float64),
+        link=np.array(
+            [bandwidth_gbps, latency_us * 1000.0, contention, nv_bw, nv_lat * 1000.0],
+            dtype=np.float64,
+        ),
+        node=node,
         ctl=ctl,
         real_decode=full(n, 0),
         src=full(n, NO_ID),
@@ -158,6 +179,7 @@ def make_pd(
         start_ns=full(n, NEVER),
         end_ns=full(n, NEVER),
         nbytes=full(n, 0),
+        kind=full(n, NO_ID),
         waited=full(n, 0),
         q_next=full(n, NO_ID),
         dq_head=full(r, NO_ID),
@@ -166,12 +188,12 @@ def make_pd(
         aq_tail=full(r, NO_ID),
         heap_t=full(n, NEVER),
         heap_i=full(n, NO_ID),
-        lk_head=full(r, NO_ID),
-        lk_n=full(r, 0),
-        lk_t=full(r, 0),
-        lk_next=full(r, NEVER),
-        lk_min=full(r, NO_ID),
-        lk_v=np.zeros(r, dtype=np.float64),
+        lk_head=full(2 * r, NO_ID),
+        lk_n=full(2 * r, 0),
+        lk_t=full(2 * r, 0),
+        lk_next=full(2 * r, NEVER),
+        lk_min=full(2 * r, NO_ID),
+        lk_v=np.zeros(2 * r, dtype=np.float64),
         x_next=full(n, NO_ID),
         tag=np.zeros(n, dtype=np.float64),
         hit=full(n, 0),
@@ -265,7 +287,27 @@ def pd_next_ns_nb(pd):
     return t
 
 
-# ---- fair-share links: processor sharing, each link one prefill replica's egress ----
+# ---- fair-share links: processor sharing, two per prefill replica's egress ----
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _bw_nb(pd, kind):
+    """Bandwidth (bytes per ns) of link kind.
+
+    Mutates: nothing.
+    Returns: float.
+    """
+    return pd.link[3] if kind == LINK_NVLINK else pd.link[0]
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _lat_nb(pd, kind):
+    """Latency (ns, rounded) of link kind.
+
+    Mutates: nothing.
+    Returns: int64.
+    """
+    return np.int64(round(pd.link[4] if kind == LINK_NVLINK else pd.link[1]))
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -277,7 +319,7 @@ def _link_advance_nb(pd, s, now_ns):
     Returns: nothing.
     """
     if pd.lk_n[s] > 0:
-        pd.lk_v[s] += (now_ns - pd.lk_t[s]) * pd.link[0] / pd.lk_n[s]
+        pd.lk_v[s] += (now_ns - pd.lk_t[s]) * _bw_nb(pd, s % 2) / pd.lk_n[s]
     pd.lk_t[s] = now_ns
 
 
@@ -301,11 +343,12 @@ def _link_plan_nb(pd, s):
         pd.lk_next[s] = NEVER
     else:
         left = max(0.0, pd.tag[best] - pd.lk_v[s])
-        pd.lk_next[s] = pd.lk_t[s] + np.int64(round(left * pd.lk_n[s] / pd.link[0]))
+        pd.lk_next[s] = pd.lk_t[s] + np.int64(round(left * pd.lk_n[s] / _bw_nb(pd, s % 2)))
     t = NEVER
     for k in range(pd.prefill_ids.shape[0]):
-        if pd.lk_next[pd.prefill_ids[k]] < t:
-            t = pd.lk_next[pd.prefill_ids[k]]
+        for j in range(2):
+            if pd.lk_next[2 * pd.prefill_ids[k] + j] < t:
+                t = pd.lk_next[2 * pd.prefill_ids[k] + j]
     pd.ctl[PD_LINK_NEXT] = t
 
 
@@ -345,9 +388,9 @@ def pd_link_done_nb(pd, now_ns):
     """
     s = NO_ID
     for k in range(pd.prefill_ids.shape[0]):
-        if pd.lk_next[pd.prefill_ids[k]] == now_ns:
-            s = pd.prefill_ids[k]
-            break
+        for j in range(2):
+            if s == NO_ID and pd.lk_next[2 * pd.prefill_ids[k] + j] == now_ns:
+                s = 2 * pd.prefill_ids[k] + j
     i = pd.lk_min[s]
     prev = NO_ID
     j = pd.lk_head[s]
@@ -362,7 +405,7 @@ def pd_link_done_nb(pd, now_ns):
     pd.lk_n[s] -= 1
     pd.lk_v[s] = pd.tag[i] if pd.lk_n[s] > 0 else 0.0
     pd.lk_t[s] = now_ns
-    end = now_ns + np.int64(round(pd.link[1]))
+    end = now_ns + _lat_nb(pd, s % 2)
     pd.end_ns[i] = end
     _heap_push_nb(pd, end, i)
     _link_plan_nb(pd, s)
@@ -464,10 +507,12 @@ def _start_transfer_nb(reps, kv, reqs, pd, pools, p, i, now_ns):
     pd.nbytes[i] = np.int64(round(nbytes))
     pd.start_ns[i] = now_ns
     pd.ctl[PD_STARTED] += 1
+    kind = LINK_NVLINK if pd.node[pd.src[i]] == pd.node[d] else LINK_NET
+    pd.kind[i] = kind
     if pd.link[2] == CONTENTION_FAIR_SHARE:
-        _link_add_nb(pd, pd.src[i], i, nbytes, now_ns)
+        _link_add_nb(pd, 2 * pd.src[i] + kind, i, nbytes, now_ns)
         return
-    dur = np.int64(round(pd.link[1])) + np.int64(round(nbytes / pd.link[0]))
+    dur = _lat_nb(pd, kind) + np.int64(round(nbytes / _bw_nb(pd, kind)))
     pd.end_ns[i] = now_ns + dur
     _heap_push_nb(pd, now_ns + dur, i)
 

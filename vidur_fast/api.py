@@ -252,11 +252,19 @@ def _pd_setup(cfg: SimConfig, pools: list[_Pool], model):
     x = cfg.cluster.kv_transfer
     bw = x.bandwidth_gbps if x.bandwidth_gbps is not None else node.inter_node_bandwidth_gbps
     lat = x.latency_us if x.latency_us is not None else node.p2p_latency_us
-    if not bw > 0:
-        raise ConfigError(
-            f"cluster.kv_transfer.bandwidth_gbps: must be > 0 (node {node.name} gives "
-            f"inter_node_bandwidth_gbps {bw})"
-        )
+    nv_bw = x.intra_node_bandwidth_gbps
+    nv_bw = nv_bw if nv_bw is not None else node.nvlink_bandwidth_gbps
+    nv_lat = x.intra_node_latency_us
+    nv_lat = nv_lat if nv_lat is not None else node.p2p_latency_us
+    for name, v, figure in (
+        ("bandwidth_gbps", bw, "inter_node_bandwidth_gbps"),
+        ("intra_node_bandwidth_gbps", nv_bw, "nvlink_bandwidth_gbps"),
+    ):
+        if not v > 0:
+            raise ConfigError(
+                f"cluster.kv_transfer.{name}: must be > 0 (node {node.name} gives {figure} {v})"
+            )
+    rep_node, num_nodes = place_replicas(pools, x.placement)
     role, tok_bytes = [], []
     for p, pool in zip(pools, cfg.cluster.pools, strict=True):
         c = p.cfg.cluster
@@ -267,7 +275,14 @@ def _pd_setup(cfg: SimConfig, pools: list[_Pool], model):
         )
         role += [_ROLE_CODES[pool.role]] * c.num_replicas
         tok_bytes += [float(per_gpu * c.tp * c.pp)] * c.num_replicas
-    link = {"bandwidth_gbps": float(bw), "latency_us": float(lat)}
+    link = {
+        "bandwidth_gbps": float(bw),
+        "latency_us": float(lat),
+        "intra_node_bandwidth_gbps": float(nv_bw),
+        "intra_node_latency_us": float(nv_lat),
+        "placement": x.placement,
+        "num_nodes": num_nodes,
+    }
     share = CONTENTION_FAIR_SHARE if x.contention == "fair_share" else CONTENTION_NONE
     if share == CONTENTION_FAIR_SHARE:
         link["contention"] = x.contention
@@ -283,7 +298,34 @@ def _pd_setup(cfg: SimConfig, pools: list[_Pool], model):
         above,
         share,
         routers=_route_groups(cfg, role, n),
+        node=rep_node,
+        intra_bandwidth_gbps=float(nv_bw),
+        intra_latency_us=float(nv_lat),
     )
+
+
+def place_replicas(pools: list[_Pool], placement: str = "packed") -> tuple[list[int], int]:
+    """Each replica's node index (its first node) and the node count. packed: pools in order,
+    replicas in order, each replica's tp x pp GPUs on the current node when they fit in its
+    free GPUs, else on a new node; a replica larger than a node takes whole nodes of its own;
+    a pool of another node type than the current node's starts a new node. separate_nodes:
+    every replica on nodes of its own."""
+    out: list[int] = []
+    nodes = 0
+    free, kind = 0, None  # the current node's free GPUs and its node type
+    for p in pools:
+        c = p.cfg.cluster
+        g, per = c.tp * c.pp, p.node.gpus_per_node
+        for _ in range(c.num_replicas):
+            if placement == "packed" and g <= per and kind == p.node.name and g <= free:
+                out.append(nodes - 1)
+                free -= g
+                continue
+            out.append(nodes)
+            whole = -(-g // per)
+            nodes += whole
+            free, kind = (per - g, p.node.name) if whole == 1 else (0, None)
+    return out, nodes
 
 
 def _pool_summaries(cfg, pools, req, replicas, sim_time_s, queued=None) -> list[dict]:
@@ -401,6 +443,8 @@ def simulate(
     if closed_plan is not None:
         req = closed_loop_metrics(req, closed_plan, out.closed_loop)
     replicas = replica_table(out, sp, out.end_ns, pool_params)
+    if pd_link is not None:  # the replica's node index (place_replicas)
+        replicas = replicas.assign(node=np.asarray(out.disagg.node, dtype=np.int64))
     c = grids.counters
     clamped = {
         "tokens": int(c[CLAMP_TOKENS]),
@@ -439,7 +483,7 @@ def simulate(
         ids = np.asarray(in_window.index)
         summary["pd"] = pd_summary(out.disagg, out.reqs, pd_link, ids)
         summary["pd"]["links"] = pd_link_summary(
-            out.disagg, out.reqs, ids, pd_link["bandwidth_gbps"], sim_time_s
+            out.disagg, out.reqs, ids, pd_link, sim_time_s
         )
     summary["num_blocks_per_replica"] = int(setup.params.usable_blocks)
     summary.update(batch_fill(req, out.reps.busy_ns, cfg.scheduler))

@@ -63,9 +63,9 @@ def small_run_dir(small_result, tmp_path_factory):
 
 
 def pd_config(num_requests=120, qps=20.0):
-    """Two prefill and two decode H100 replicas (vllm_v1, no prefix caching), a 5 GB/s KV link
-    shared fairly by each prefill replica's transfers, so transfers overlap and take
-    different times."""
+    """Two prefill and two decode H100 replicas (vllm_v1, no prefix caching) on nodes of their
+    own, a 5 GB/s KV network link shared fairly by each prefill replica's transfers, so
+    transfers overlap and take different times."""
     from vidur_fast.config.convert import build_dataclass
     from vidur_fast.config.sim import SimConfig
 
@@ -78,7 +78,11 @@ def pd_config(num_requests=120, qps=20.0):
                     {"device": "h100", "num_replicas": 2, "role": "prefill"},
                     {"device": "h100", "num_replicas": 2, "role": "decode"},
                 ],
-                "kv_transfer": {"bandwidth_gbps": 5.0, "contention": "fair_share"},
+                "kv_transfer": {
+                    "bandwidth_gbps": 5.0,
+                    "contention": "fair_share",
+                    "placement": "separate_nodes",
+                },
             },
             "predictor": {
                 "source": "roofline",

@@ -22,6 +22,8 @@ from vidur_fast.kernels.pd import (
     DECIDE_ALWAYS,
     DECIDE_NEVER,
     DECIDE_UNCACHED_ABOVE,
+    LINK_NET,
+    LINK_NVLINK,
     ROLE_DECODE,
     ROLE_MIXED,
     ROLE_PREFILL,
@@ -42,7 +44,7 @@ from tests.helpers.random_cases import (
     rich_grids,
     whole_ms_grids,
 )
-from tests.reference.naive_sim import PD, naive_sim
+from tests.reference.naive_sim import PD, naive_sim, place_nodes
 from vidur_fast.engine.run import run_engine
 from vidur_fast.engine.state import free_queue_order
 
@@ -495,6 +497,17 @@ def run_pd(case, sp, grids, tp, rng, contention="none"):
     codes = [{"prefill": ROLE_PREFILL, "decode": ROLE_DECODE}.get(x, ROLE_MIXED) for x in rep_roles]
     decide = {"always": DECIDE_ALWAYS, "never": DECIDE_NEVER}.get(decider, DECIDE_UNCACHED_ABOVE)
     share = CONTENTION_FAIR_SHARE if contention == "fair_share" else CONTENTION_NONE
+    # placement: per pool its replicas' GPUs on 8-GPU nodes of one of two types; packed (the
+    # pairs of a node move over NVLink) or every replica on nodes of its own
+    gpus = [int(rng.choice([1, 2, 4, 8, 16])) for _ in per_pool]
+    types = [str(rng.choice(["a", "b"])) for _ in per_pool]
+    node, _ = place_nodes(
+        [gpus[q] for q in rep_pool],
+        [8] * len(rep_pool),
+        [types[q] for q in rep_pool],
+        packed=bool(rng.random() < 0.8),
+    )
+    nv_bw, nv_lat = float(rng.choice([450.0, 3.1])), float(rng.choice([0.0, 2.0]))
     n = len(case.arrival_s)
     hash_off = np.zeros(n + 1, dtype=np.int64)
     hash_off[1:] = np.cumsum([len(h) for h in case.hashes])
@@ -512,7 +525,19 @@ def run_pd(case, sp, grids, tp, rng, contention="none"):
         case.u_route,
         hashes=flat,
         pools=pools,
-        pd_setup=lambda k: make_pd(codes, rep_tok, bw, lat, k, decide, threshold, share),
+        pd_setup=lambda k: make_pd(
+            codes,
+            rep_tok,
+            bw,
+            lat,
+            k,
+            decide,
+            threshold,
+            share,
+            node=node,
+            intra_bandwidth_gbps=nv_bw,
+            intra_latency_us=nv_lat,
+        ),
     )
     held = out.disagg.src != NO_ID
     out.reqs.orig_decode[held] = out.disagg.real_decode[held]
@@ -529,7 +554,18 @@ def run_pd(case, sp, grids, tp, rng, contention="none"):
         session=case.session,
         hashes=case.hashes,
         replica_params=[per_pool[q] for q in rep_pool],
-        pd=PD(rep_roles, rep_tok, bw, lat, decider, threshold, contention),
+        pd=PD(
+            rep_roles,
+            rep_tok,
+            bw,
+            lat,
+            decider,
+            threshold,
+            contention,
+            node=node,
+            intra_bandwidth_gbps=nv_bw,
+            intra_latency_us=nv_lat,
+        ),
     )
     return out, ref, sp_all, [per_pool[q][0] for q in rep_pool]
 
@@ -556,6 +592,7 @@ def test_v1_pd_cases_queue_for_decode_kv(config):
     requests on a mixed pool; some preempt; with prefix caching some transfers move fewer
     bytes than the prompt (decode-side hits) and some prefills hit the cache."""
     waited = mixed = preempted = short = hits = 0
+    kinds = np.zeros(2, dtype=np.int64)  # transfers over the network, over NVLink
     for seed in range(PD_CASES):
         case, sp, grids, tp = random_v1_case(*config, seed)
         out, *_ = run_pd(case, sp, grids, tp, np.random.default_rng([9, seed]))
@@ -564,9 +601,11 @@ def test_v1_pd_cases_queue_for_decode_kv(config):
         mixed += int((x.src == NO_ID).sum())
         preempted += int(out.reps.preemptions.sum())
         moved = np.flatnonzero(x.start_ns != NEVER)
+        kinds += np.bincount(x.kind[moved], minlength=2)
         short += int((x.hit[moved] > 0).sum())
         hits += int(out.reqs.cached_tokens[x.src != NO_ID].sum())
     assert waited > 0 and mixed > 0 and preempted > 0
+    assert kinds[LINK_NET] > 0 and kinds[LINK_NVLINK] > 0
     if config[0]:
         assert short > 0 and hits > 0
 
@@ -593,7 +632,9 @@ def test_v1_pd_fair_share_cases_share_a_link():
         x = out.disagg
         ok = np.flatnonzero(x.start_ns != NEVER)
         nbytes = (case.prompt[ok] - x.hit[ok] * sp.block_size) * x.tok_bytes[x.src[ok]]
-        alone = np.array([round(x.link[1]) + round(b / x.link[0]) for b in nbytes])
+        bw = np.where(x.kind[ok] == LINK_NVLINK, x.link[3], x.link[0])
+        lat = np.where(x.kind[ok] == LINK_NVLINK, x.link[4], x.link[1])
+        alone = np.array([round(t) + round(b / w) for b, w, t in zip(nbytes, bw, lat, strict=True)])
         dur = x.end_ns[ok] - x.start_ns[ok]
         assert (dur >= alone - 1).all()
         longer += int((dur > alone).sum())

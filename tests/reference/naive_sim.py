@@ -199,13 +199,36 @@ class PD:
     latency_us: float
     decider: str = "always"  # or never, uncached_tokens_above (threshold: prompt tokens)
     threshold: int = 0
-    contention: str = "none"  # or fair_share: one link per prefill replica, shared equally
+    contention: str = "none"  # or fair_share: two links per prefill replica, each shared
     # routers: per replica its pool, per pool its own router's knobs (policy, tolerance
     # factor, top_k, max_imbalance_tokens) or None, and per request the uniforms of the random
     # picks after the first (3 each); None = the cluster router over each role's replicas
     rep_pool: list | None = None
     pool_routers: list | None = None
     u: object = None
+    # per replica its node (None: each on a node of its own; see place_nodes) and the link
+    # inside a node (None: the network's figures)
+    node: list | None = None
+    intra_bandwidth_gbps: float | None = None
+    intra_latency_us: float | None = None
+
+
+def place_nodes(gpus, per_node, node_type, packed=True):
+    """Each replica's (first) node and the node count, replicas in order: a replica joins the
+    last node when it is of the same type and has the GPUs free, else starts a new node; one
+    larger than a node takes whole nodes that nothing else joins. Not packed: every replica
+    starts a new node."""
+    out, nodes, free, kind = [], 0, 0, None
+    for g, per, t in zip(gpus, per_node, node_type, strict=True):
+        if packed and g <= per and t == kind and g <= free:
+            out.append(nodes - 1)
+            free -= g
+            continue
+        out.append(nodes)
+        k = -(-g // per)
+        nodes += k
+        free, kind = (per - g, t) if k == 1 else (0, None)
+    return out, nodes
 
 
 class PDFlow:
@@ -224,7 +247,13 @@ class PDFlow:
         self.arrived_q = [deque() for _ in pd.roles]
         # fair share, per prefill replica: [virtual time (bytes sent by each active transfer),
         # time of last update, {request id: (virtual time of its last byte, request)}]
-        self.links = {r: [0.0, 0, {}] for r in self.pre}
+        # two links per prefill replica: (replica, 0) its NIC, (replica, 1) its NVLink
+        self.links = {(r, k): [0.0, 0, {}] for r in self.pre for k in (0, 1)}
+        self.node = pd.node if pd.node is not None else list(range(len(pd.roles)))
+        nv_bw = pd.intra_bandwidth_gbps
+        nv_lat = pd.intra_latency_us
+        self.bw = (pd.bandwidth_gbps, pd.bandwidth_gbps if nv_bw is None else nv_bw)
+        self.lat = (pd.latency_us, pd.latency_us if nv_lat is None else nv_lat)
 
     def _groups(self, p, n):
         """Per role a router over its replicas; in a role of several pools, each pool with a
@@ -364,34 +393,37 @@ class PDFlow:
             pool.allocate(req.rid, req.need)
         # bytes: the prompt tokens not cached on the decode replica
         nbytes = (req.prompt - req.hit * rep.p.block_size) * self.pd.tok_bytes[req.src]
+        kind = 1 if self.node[req.src] == self.node[req.dst] else 0
         if self.pd.contention == "fair_share":
-            link = self.links[req.src]
-            self._advance(link, now_ns)
+            link = self.links[(req.src, kind)]
+            self._advance(link, kind, now_ns)
             link[2][req.rid] = (link[0] + nbytes, req)
             return
-        dur = round(self.pd.latency_us * 1000.0) + round(nbytes / self.pd.bandwidth_gbps)
+        dur = round(self.lat[kind] * 1000.0) + round(nbytes / self.bw[kind])
         self.transfers.append((now_ns + dur, req.rid, req))
 
-    def _advance(self, link, now_ns):
+    def _advance(self, link, kind, now_ns):
         if link[2]:
-            link[0] += (now_ns - link[1]) * self.pd.bandwidth_gbps / len(link[2])
+            link[0] += (now_ns - link[1]) * self.bw[kind] / len(link[2])
         link[1] = now_ns
 
-    def _last_byte(self, link):
+    def _last_byte(self, link, kind):
         """(time, request id) of the link's next last byte, or None when it is idle."""
         if not link[2]:
             return None
         rid = min(link[2], key=lambda k: (link[2][k][0], k))
         left = max(0.0, link[2][rid][0] - link[0])
-        return link[1] + round(left * len(link[2]) / self.pd.bandwidth_gbps), rid
+        return link[1] + round(left * len(link[2]) / self.bw[kind]), rid
 
     def _due_link(self):
-        """(time, link) of the earliest last byte over the links (lowest link first)."""
+        """(time, link) of the earliest last byte over the links (lowest link first: by
+        prefill replica, its NIC before its NVLink)."""
         best = None
         for r in self.pre:
-            x = self._last_byte(self.links[r])
-            if x is not None and (best is None or x[0] < best[0]):
-                best = (x[0], r)
+            for k in (0, 1):
+                x = self._last_byte(self.links[(r, k)], k)
+                if x is not None and (best is None or x[0] < best[0]):
+                    best = (x[0], (r, k))
         return best
 
     def next_end(self):
@@ -399,13 +431,13 @@ class PDFlow:
         due = self._due_link()
         return min(t, due[0]) if due is not None else t
 
-    def _link_done(self, r, now_ns):
-        link = self.links[r]
-        _, rid = self._last_byte(link)
+    def _link_done(self, key, now_ns):
+        link = self.links[key]
+        _, rid = self._last_byte(link, key[1])
         tag, req = link[2].pop(rid)
         link[0] = tag if link[2] else 0.0
         link[1] = now_ns
-        self.transfers.append((now_ns + round(self.pd.latency_us * 1000.0), req.rid, req))
+        self.transfers.append((now_ns + round(self.lat[key[1]] * 1000.0), req.rid, req))
 
     def _enter(self, rep, req):
         rep.sched.running.append(req)

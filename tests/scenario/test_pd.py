@@ -11,6 +11,7 @@ from vidur_fast.kernels.timing import host_time_ms_nb, stage_time_ms_nb
 
 from tests.helpers.cli import assert_one_error, run_cli
 from tests.helpers.cli_args import FAST_TIMING_ARGS
+from tests.reference.naive_sim import place_nodes
 from vidur_fast.api import simulate
 from vidur_fast.catalog import get_model, get_node
 from vidur_fast.config.convert import build_dataclass
@@ -94,14 +95,22 @@ def _step_ns(cfg, n_tok, n_dec, dec_kv, n_pre, pre_kv, pre_sq):
     return int(round(ms * NS_PER_MS))
 
 
+@pytest.mark.parametrize("placement", ["packed", "separate_nodes"])
 @pytest.mark.parametrize("async_on", [False, True], ids=["sync", "async"])
-def test_single_request_first_and_second_token_to_the_ns(async_on):
+def test_single_request_first_and_second_token_to_the_ns(async_on, placement):
     """Idle 1P1D: the prefill step's token is discarded; the first token comes after the
     transfer (latency + bytes / bandwidth) and the decode side's first step (one token, the
     last prompt token recomputed), the second one decode step later. With async scheduling
     the second step is formed while the first runs: its host part overlaps the first step,
-    so it ends its stage time less its host time after the first."""
-    res = simulate(_cfg(_pools(), sched={**SCHED, "async_scheduling": async_on}))
+    so it ends its stage time less its host time after the first. Packed, the two TP1
+    replicas share one H100 node and the KV moves over NVLink (450 GB/s); on separate nodes
+    over the network (50 GB/s); 3 us of latency either way."""
+    cfg = _cfg(
+        _pools(),
+        sched={**SCHED, "async_scheduling": async_on},
+        kv_transfer={"placement": placement},
+    )
+    res = simulate(cfg)
     cfg = res.config
     b = res.batch_log.frame_ns()
     assert b["replica"].tolist() == [0, 1, 1]
@@ -111,9 +120,9 @@ def test_single_request_first_and_second_token_to_the_ns(async_on):
     assert int(pre["end_ns"]) == prefill_ns
     node = get_node("h100_dgx")
     nbytes = PROMPT * kv_bytes_per_token(get_model(cfg.cluster.model), 1, 32)
-    xfer_ns = int(round(node.p2p_latency_us * 1000)) + int(
-        round(nbytes / node.inter_node_bandwidth_gbps)
-    )
+    bw = node.nvlink_bandwidth_gbps if placement == "packed" else node.inter_node_bandwidth_gbps
+    assert bw == (450.0 if placement == "packed" else 50.0) and node.p2p_latency_us == 3.0
+    xfer_ns = 3000 + int(round(nbytes / bw))
     assert int(dec["start_ns"]) == prefill_ns + xfer_ns
     assert int(dec["num_tokens"]) == 1 and int(dec["num_decode_tokens"]) == 1
     # the recomputed last prompt token attends to the PROMPT - 1 tokens before it
@@ -138,6 +147,15 @@ def test_single_request_first_and_second_token_to_the_ns(async_on):
     assert r["kv_transfer_bytes"] == nbytes and not r["waited_for_decode_kv"]
     pd = res.summary["pd"]
     assert pd["num_transfers"] == 1 and pd["bytes_moved"] == nbytes
+    kind = "nvlink" if placement == "packed" else "network"
+    other = "network" if placement == "packed" else "nvlink"
+    assert pd["by_link"][kind] == {"num_transfers": 1, "bytes_moved": nbytes}
+    assert pd["by_link"][other] == {"num_transfers": 0, "bytes_moved": 0}
+    assert pd["num_nodes"] == (1 if placement == "packed" else 2)
+    assert res.replicas["node"].tolist() == ([0, 0] if placement == "packed" else [0, 1])
+    assert [x["link"] for x in pd["links"]] == (
+        ["network", "nvlink"] if placement == "packed" else ["network"]
+    )
     assert round(pd["transfer_time_p50_s"] * 1e9) == xfer_ns
     assert pd["num_waited_for_decode_kv"] == 0
     assert round(pd["prefill_end_to_first_token_mean_s"] * 1e9) == xfer_ns + first_ns
@@ -149,10 +167,71 @@ def test_single_request_first_and_second_token_to_the_ns(async_on):
     assert res.summary["pools"][1]["scheduling_delay_p50_s"] is None
 
 
-def test_kv_transfer_override():
-    res = simulate(_cfg(_pools(), kv_transfer={"bandwidth_gbps": 10.0, "latency_us": 0.0}))
+@pytest.mark.parametrize(
+    "link",
+    [
+        {"bandwidth_gbps": 10.0, "latency_us": 0.0, "placement": "separate_nodes"},
+        {"intra_node_bandwidth_gbps": 10.0, "intra_node_latency_us": 0.0},
+    ],
+    ids=["network", "nvlink"],
+)
+def test_kv_transfer_override(link):
+    """The network figures override the link between nodes, the intra-node ones NVLink."""
+    res = simulate(_cfg(_pools(), kv_transfer=link))
     nbytes = res.summary["pd"]["bytes_moved"]
     assert round(res.summary["pd"]["transfer_time_p50_s"] * 1e9) == round(nbytes / 10.0)
+
+
+def test_packed_placement_puts_pairs_on_nodes():
+    """8-GPU H100 nodes: four TP2 replicas (2P2D) fill one node, every transfer over NVLink;
+    four TP4 replicas take two nodes, the prefill pair on the first, every transfer over the
+    network; a TP16 replica takes two whole nodes of its own."""
+
+    def run(tp, n_decode=2):
+        pools = [
+            {"device": "h100", "tp": tp, "num_replicas": 2, "role": "prefill"},
+            {"device": "h100", "tp": tp, "num_replicas": n_decode, "role": "decode"},
+        ]
+        return simulate(_cfg(pools, n=4, router="round_robin"))
+
+    two = run(2)
+    assert two.replicas["node"].tolist() == [0, 0, 0, 0]
+    assert two.summary["pd"]["num_nodes"] == 1
+    assert two.summary["pd"]["by_link"]["nvlink"]["num_transfers"] == 4
+    four = run(4)
+    assert four.replicas["node"].tolist() == [0, 0, 1, 1]
+    assert four.summary["pd"]["num_nodes"] == 2
+    assert four.summary["pd"]["by_link"]["network"]["num_transfers"] == 4
+    assert four.summary["pd"]["by_link"]["nvlink"]["num_transfers"] == 0
+
+
+def test_place_replicas_rule():
+    """Pools in order, replicas in order; a replica stays on one node when it fits; a replica
+    larger than a node takes whole nodes of its own; node types do not share a node."""
+    from types import SimpleNamespace as NS
+
+    from vidur_fast.api import place_replicas
+
+    def pool(node, gpus, tp, n):
+        c = NS(tp=tp, pp=1, num_replicas=n)
+        return NS(cfg=NS(cluster=c), node=NS(name=node, gpus_per_node=gpus))
+
+    pools = [pool("a", 8, 3, 3), pool("a", 8, 16, 1), pool("a", 8, 2, 1), pool("b", 8, 1, 1)]
+    assert place_replicas(pools) == ([0, 0, 1, 2, 4, 5], 6)
+    assert place_replicas(pools, "separate_nodes") == ([0, 1, 2, 3, 5, 6], 7)
+    # the reference simulator's rule, written apart, agrees on drawn clusters
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        drawn = [
+            pool(str(rng.choice(["a", "b"])), 8, int(rng.choice([1, 2, 3, 4, 8, 16])), 1 + k % 3)
+            for k in range(int(rng.integers(1, 5)))
+        ]
+        gpus = [q.cfg.cluster.tp for q in drawn for _ in range(q.cfg.cluster.num_replicas)]
+        kinds = [q.node.name for q in drawn for _ in range(q.cfg.cluster.num_replicas)]
+        for packed in (True, False):
+            want = place_nodes(gpus, [8] * len(gpus), kinds, packed)
+            got = place_replicas(drawn, "packed" if packed else "separate_nodes")
+            assert got == want
 
 
 @pytest.mark.parametrize("contention", ["none", "fair_share"])
@@ -164,7 +243,12 @@ def test_two_transfers_overlap_on_the_prefill_link_to_the_ns(contention):
     t1 - t0 bytes alone, then both send at half the bandwidth: its R = B - (t1 - t0) bytes
     left take 2R, so it ends at t1 + 2R + 5,000; the second has B - R left at full bandwidth
     and ends at t1 + 2R + (B - R) + 5,000 = t1 + B + R + 5,000."""
-    link = {"bandwidth_gbps": 1.0, "latency_us": 5.0, "contention": contention}
+    link = {
+        "bandwidth_gbps": 1.0,
+        "latency_us": 5.0,
+        "contention": contention,
+        "placement": "separate_nodes",
+    }
     res = simulate(
         _cfg(_pools(), n=2, intervals={"type": "UniformIntervals", "qps": 100.0}, kv_transfer=link)
     )
@@ -265,9 +349,9 @@ def test_prefix_cache_second_request_moves_fewer_bytes_and_prefills_less(async_o
     pre = b[b["replica"] == 0]
     assert pre["num_prefill_tokens"].tolist() == [PROMPT, 12]
     assert pre["num_cached_tokens"].tolist() == [0, 688]
-    node = get_node("h100_dgx")
+    node = get_node("h100_dgx")  # both replicas on one node: NVLink
     lat = int(round(node.p2p_latency_us * 1000))
-    xfer = [lat + int(round(k * tok / node.inter_node_bandwidth_gbps)) for k in (PROMPT, 12)]
+    xfer = [lat + int(round(k * tok / node.nvlink_bandwidth_gbps)) for k in (PROMPT, 12)]
     start = [round(x * 1e9) for x in r["kv_transfer_start_at"]]
     end = [round(x * 1e9) for x in r["kv_transfer_end_at"]]
     assert [e - s for s, e in zip(start, end, strict=True)] == xfer
@@ -336,6 +420,24 @@ BAD = {
         {"kv_transfer": {"latency_us": -1}},
         SCHED,
         "cluster.kv_transfer.latency_us",
+    ),
+    "intra_bandwidth_zero": (
+        _pools(),
+        {"kv_transfer": {"intra_node_bandwidth_gbps": 0}},
+        SCHED,
+        "cluster.kv_transfer.intra_node_bandwidth_gbps",
+    ),
+    "intra_latency_negative": (
+        _pools(),
+        {"kv_transfer": {"intra_node_latency_us": -1}},
+        SCHED,
+        "cluster.kv_transfer.intra_node_latency_us",
+    ),
+    "placement_unknown": (
+        _pools(),
+        {"kv_transfer": {"placement": "spread"}},
+        SCHED,
+        "cluster.kv_transfer.placement",
     ),
     "contention_unknown": (
         _pools(),

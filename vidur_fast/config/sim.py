@@ -321,6 +321,7 @@ POOL_SCHEDULER_FIELDS = (
 
 PD_DECIDERS = ("always", "never", "uncached_tokens_above")
 KV_CONTENTION = ("none", "fair_share")
+KV_PLACEMENT = ("packed", "separate_nodes")
 
 
 @dataclass(frozen=True)
@@ -328,14 +329,25 @@ class KVTransferConfig:
     """The link KV blocks cross from a prefill to a decode replica (disaggregated serving)."""
 
     bandwidth_gbps: float | None = None
-    """GB/s (10^9 bytes per second) per transfer; None = the prefill pool's node's
-    inter_node_bandwidth_gbps."""
+    """GB/s (10^9 bytes per second) per transfer between nodes (the network); None = the
+    prefill pool's node's inter_node_bandwidth_gbps."""
     latency_us: float | None = None
-    """Fixed cost of a transfer; None = the prefill pool's node's p2p_latency_us."""
+    """Fixed cost of a transfer between nodes; None = the prefill pool's node's
+    p2p_latency_us."""
+    intra_node_bandwidth_gbps: float | None = None
+    """GB/s per transfer between two replicas on one node (NVLink); None = the prefill pool's
+    node's nvlink_bandwidth_gbps."""
+    intra_node_latency_us: float | None = None
+    """Fixed cost of a transfer inside a node; None = the prefill pool's node's
+    p2p_latency_us (the catalog's one point-to-point latency figure)."""
     contention: str = "none"
-    """none: every transfer has the whole bandwidth; fair_share: the link is the prefill
-    replica's egress (its node's NIC) and the transfers leaving one prefill replica share its
+    """none: every transfer has the whole bandwidth; fair_share: a prefill replica has two
+    egress links, its node's NIC and its NVLink, and the transfers on one of them share its
     bandwidth equally while they overlap (processor sharing; the latency is not shared)."""
+    placement: str = "packed"
+    """packed: the pools' replicas are packed on nodes (docs/pools.md) and a prefill/decode
+    pair on one node moves its KV over NVLink; separate_nodes: every replica on nodes of its
+    own, every transfer over the network."""
 
 
 # the ClusterConfig fields a pool sets for itself (cluster.pools replaces them)

@@ -17,6 +17,7 @@ from vidur_fast.catalog.arch import moe_parallel
 from vidur_fast.config.predictor import PredictorConfig
 from vidur_fast.config.sim import (
     KV_CONTENTION,
+    KV_PLACEMENT,
     PD_DECIDERS,
     POOL_FIELDS,
     POOL_ROLES,
@@ -209,13 +210,23 @@ def validate_pd(cfg: SimConfig) -> None:
             f"cluster.kv_transfer.contention: unknown model {x.contention!r}; one of "
             f"{', '.join(KV_CONTENTION)}"
         )
-    for name in ("bandwidth_gbps", "latency_us"):
+    if x.placement not in KV_PLACEMENT:
+        raise ConfigError(
+            f"cluster.kv_transfer.placement: unknown placement {x.placement!r}; one of "
+            f"{', '.join(KV_PLACEMENT)}"
+        )
+    for name in (
+        "bandwidth_gbps",
+        "latency_us",
+        "intra_node_bandwidth_gbps",
+        "intra_node_latency_us",
+    ):
         v = getattr(x, name)
         if v is None:
             continue
-        low = v > 0 if name == "bandwidth_gbps" else v >= 0
+        low = v > 0 if name.endswith("bandwidth_gbps") else v >= 0
         if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or not low:
-            bound = "> 0" if name == "bandwidth_gbps" else ">= 0"
+            bound = "> 0" if name.endswith("bandwidth_gbps") else ">= 0"
             raise ConfigError(
                 f"cluster.kv_transfer.{name}: must be a finite number {bound} (got {v!r})"
             )

@@ -3,6 +3,9 @@
 import numpy as np
 
 from vidur_fast.kernels.dtypes import NEVER, NS_PER_S
+from vidur_fast.kernels.pd import LINK_NET, LINK_NVLINK
+
+LINK_KINDS = (("network", LINK_NET), ("nvlink", LINK_NVLINK))
 
 
 def _p(x: np.ndarray, q: float) -> float | None:
@@ -88,6 +91,13 @@ def pd_summary(state, reqs, link: dict, ids: np.ndarray) -> dict:
         "num_handoffs": int(handed.size),
         "num_transfers": int(ended.size),
         "bytes_moved": int(state.nbytes[ended].sum()),
+        "by_link": {
+            name: {
+                "num_transfers": int((state.kind[ended] == k).sum()),
+                "bytes_moved": int(state.nbytes[ended][state.kind[ended] == k].sum()),
+            }
+            for name, k in LINK_KINDS
+        },
         "transfer_time_mean_s": float(dur_s.mean()) if dur_s.size else None,
         "transfer_time_p50_s": _p(dur_s, 50),
         "transfer_time_p99_s": _p(dur_s, 99),
@@ -134,29 +144,37 @@ def busy_union_ns(start: np.ndarray, end: np.ndarray) -> int:
     return int((reach[last] - s[first]).sum())
 
 
-def pd_link_summary(state, reqs, ids: np.ndarray, bandwidth_gbps: float, sim_time_s: float):
-    """Per link (one per prefill replica, its egress) the transfers of the requests ids that
-    ended: count, bytes, the share of the simulated time with a transfer in flight
-    (`busy_fraction`) and bytes / (bandwidth x simulated time) (`bandwidth_use_fraction`;
-    above 1 only without contention, where overlapping transfers do not share the link)."""
+def pd_link_summary(state, reqs, ids: np.ndarray, link: dict, sim_time_s: float):
+    """Per egress link of a prefill replica (its network link, and its NVLink when a decode
+    replica shares its node) the transfers of the requests ids that ended: count, bytes, the
+    share of the simulated time with a transfer in flight (`busy_fraction`) and bytes /
+    (bandwidth x simulated time) (`bandwidth_use_fraction`; above 1 only without contention,
+    where overlapping transfers do not share the link)."""
     ids = np.asarray(ids, dtype=np.int64)
     started = ids[state.start_ns[ids] != NEVER]
     ended = started[reqs.replica[started] == state.dst[started]]
     span_ns = sim_time_s * NS_PER_S
+    node = np.asarray(state.node)
+    decode_nodes = set(node[np.asarray(state.decode_ids)].tolist())
+    bws = {"network": link["bandwidth_gbps"], "nvlink": link["intra_node_bandwidth_gbps"]}
     out = []
     for r in np.asarray(state.prefill_ids).tolist():
-        mine = ended[state.src[ended] == r]
-        nbytes = int(state.nbytes[mine].sum())
-        busy = busy_union_ns(state.start_ns[mine], state.end_ns[mine])
-        out.append(
-            {
-                "replica": int(r),
-                "num_transfers": int(mine.size),
-                "bytes_moved": nbytes,
-                "busy_fraction": busy / span_ns if span_ns > 0 else 0.0,
-                "bandwidth_use_fraction": (
-                    nbytes / (bandwidth_gbps * span_ns) if span_ns > 0 else 0.0
-                ),
-            }
-        )
+        for name, k in LINK_KINDS:
+            if k == LINK_NVLINK and int(node[r]) not in decode_nodes:
+                continue
+            mine = ended[(state.src[ended] == r) & (state.kind[ended] == k)]
+            nbytes = int(state.nbytes[mine].sum())
+            busy = busy_union_ns(state.start_ns[mine], state.end_ns[mine])
+            out.append(
+                {
+                    "replica": int(r),
+                    "link": name,
+                    "num_transfers": int(mine.size),
+                    "bytes_moved": nbytes,
+                    "busy_fraction": busy / span_ns if span_ns > 0 else 0.0,
+                    "bandwidth_use_fraction": (
+                        nbytes / (bws[name] * span_ns) if span_ns > 0 else 0.0
+                    ),
+                }
+            )
     return out

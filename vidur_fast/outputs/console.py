@@ -169,8 +169,15 @@ def format_pd(x: dict) -> str:
     def ms(v):
         return f"{1e3 * v:.2f} ms" if v is not None else "-"
 
+    nvl = ""
+    by = x.get("by_link")
+    if by is not None and "intra_node_bandwidth_gbps" in x:
+        nvl = (
+            f"; NVLink {x['intra_node_bandwidth_gbps']:g} GB/s, {x['intra_node_latency_us']:g}"
+            f" us, {by['nvlink']['num_transfers']} of the transfers"
+        )
     return (
-        f"KV transfer ({x['bandwidth_gbps']:g} GB/s, {x['latency_us']:g} us):"
+        f"KV transfer ({x['bandwidth_gbps']:g} GB/s, {x['latency_us']:g} us{nvl}):"
         f" {x['num_transfers']} transfers, {x['bytes_moved'] / 1e9:.3f} GB,"
         f" time p50 {ms(x['transfer_time_p50_s'])} p99 {ms(x['transfer_time_p99_s'])};"
         f" {x['num_waited_for_decode_kv']} of {x['num_handoffs']} waited for decode KV"

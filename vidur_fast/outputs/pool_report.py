@@ -22,6 +22,9 @@ POOL_COLUMNS = (
 PD_ROWS = (
     ("link bandwidth (GB/s)", "bandwidth_gbps", 1.0),
     ("link latency (us)", "latency_us", 1.0),
+    ("NVLink bandwidth (GB/s)", "intra_node_bandwidth_gbps", 1.0),
+    ("NVLink latency (us)", "intra_node_latency_us", 1.0),
+    ("nodes", "num_nodes", 1.0),
     ("hand-offs", "num_handoffs", 1.0),
     ("transfers", "num_transfers", 1.0),
     ("bytes moved (GB)", "bytes_moved", 1e-9),
@@ -84,11 +87,13 @@ def pd_table(summary: dict) -> list[list]:
 
 
 def link_table(summary: dict) -> tuple[list[str], list[list]]:
-    """(header, rows) of the links (one per prefill replica); no rows without them."""
+    """(header, rows) of the links (per prefill replica its network link, and its NVLink when a
+    decode replica shares its node); no rows without them."""
     links = (summary.get("pd") or {}).get("links") or []
-    head = ["link (prefill replica)", *(c for c, _, _ in LINK_COLUMNS)]
+    head = ["link (prefill replica)", "kind", *(c for c, _, _ in LINK_COLUMNS)]
     rows = [
-        [f"replica {x.get('replica', '?')}"] + [_num(x, key, s) for _, key, s in LINK_COLUMNS]
+        [f"replica {x.get('replica', '?')}", x.get("link", "network")]
+        + [_num(x, key, s) for _, key, s in LINK_COLUMNS]
         for x in links
     ]
     return head, rows
@@ -134,7 +139,7 @@ def format_pools(summary: dict, label: str) -> str:
         lines += [f"{r[0]:<{width}}  {_cell(r[1]):>12}" for r in pd]
         head, rows = link_table(summary)
         if rows:
-            lines += [""] + _text(head, rows, left=1)
+            lines += [""] + _text(head, rows, left=2)
     return "\n".join(lines)
 
 

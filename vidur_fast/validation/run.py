@@ -16,7 +16,13 @@ import pandas as pd
 from vidur_fast.catalog import get_device, get_model, list_devices
 from vidur_fast.config.engine import resolve_engine
 from vidur_fast.config.predictor import PredictorConfig
-from vidur_fast.config.sim import ClusterConfig, PoolConfig, SimConfig, VllmV1Scheduler
+from vidur_fast.config.sim import (
+    ClusterConfig,
+    KVTransferConfig,
+    PoolConfig,
+    SimConfig,
+    VllmV1Scheduler,
+)
 from vidur_fast.config.workload import ClosedLoopWorkload, FixedLengths
 from vidur_fast.errors import ConfigError, UserError
 from vidur_fast.validation.bench_csv import BenchRow, read_bench_csv
@@ -162,8 +168,12 @@ def _pd_cluster(row: BenchRow, device: str, cfg: ValidateConfig) -> ClusterConfi
         )
         for role, s in (("prefill", pd.prefill), ("decode", pd.decode))
     )
+    # the rows do not say which workers share a node: every transfer crosses the network
     return ClusterConfig(
-        model=row.model, pools=pools, memory_margin_fraction=cfg.memory_margin_fraction
+        model=row.model,
+        pools=pools,
+        memory_margin_fraction=cfg.memory_margin_fraction,
+        kv_transfer=KVTransferConfig(placement="separate_nodes"),
     )
 
 
