@@ -6,9 +6,10 @@ client at completion + think time. Released, not yet routed arrivals sit in a bi
 on (arrival, request id), so think times of any distribution keep arrivals in time order.
 An empty heap array (N = 0) means open loop: the loop then never calls these kernels.
 
-Between the client and the engine sits a serial front end (the API server: request parsing,
-tokenization): request i occupies it for ingest_ns[i] in send order, so a burst of sends reaches
-the engine spread out. The last token reaches the client respond_ns after the engine emits it,
+Between the client and the engine sit the front ends (API servers: request parsing,
+tokenization; one per replica that takes arrivals, kernels/front_end.py): request i occupies the
+first free one for ingest_ns[i], in send order, so a burst of sends reaches the engine spread
+out. The last token reaches the client respond_ns after the engine emits it,
 and only then does the client send again.
 
 vLLM's async scheduling (a request reaching the engine during step k joins step k+2) is the
@@ -21,6 +22,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 from vidur_fast.kernels.dtypes import NEVER, NO_ID
+from vidur_fast.kernels.front_end import take_server_nb
 
 
 class ClosedLoop(NamedTuple):
@@ -35,7 +37,7 @@ class ClosedLoop(NamedTuple):
     stop_ns: np.ndarray  # int64[1], no request is released to arrive after this (NEVER: none)
     ingest_ns: np.ndarray  # int64[n], front-end service time of request i before the engine
     ingested: np.ndarray  # int8[n], 1 once request i passed the front end
-    fe_free: np.ndarray  # int64[1], when the (serial) front end is free again
+    fe_free: np.ndarray  # int64[c], min-heap of the c front ends' free times
     respond_ns: np.ndarray  # int64[1], engine -> client latency of each streamed token
 
 
@@ -137,7 +139,7 @@ def release_next_nb(cl, reqs, done_req, now_ns):
 
 @njit(cache=True, nogil=True, _nrt=False)
 def front_end_nb(cl, i, t_ns):
-    """Request i, popped from the heap at t, passes the serial front end: the first time it
+    """Request i, popped from the heap at t, passes the front ends: the first time it
     queues there (FIFO in send order, since pops come in time order) and is pushed back at the
     time it reaches the engine; the second time (or with no ingest time) it is at the engine.
 
@@ -146,9 +148,7 @@ def front_end_nb(cl, i, t_ns):
     """
     if cl.ingested[i] != 0 or cl.ingest_ns[i] == 0:
         return True
-    start = t_ns if t_ns > cl.fe_free[0] else cl.fe_free[0]
-    t_engine = start + cl.ingest_ns[i]
-    cl.fe_free[0] = t_engine
+    t_engine = take_server_nb(cl.fe_free, t_ns, cl.ingest_ns[i])
     cl.ingested[i] = 1
     heap_push_nb(cl, t_engine, i)
     return False

@@ -2,7 +2,7 @@
 
 import time
 from collections.abc import MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -227,6 +227,15 @@ def _route_groups(cfg: SimConfig, role: list, n: int):
     return route_groups(role, rep_pool, router_knobs(cfg.router, "router"), own, n, cfg.seed)
 
 
+def _front_ends(cfg: SimConfig) -> int:
+    """API servers in front of the engines: one per replica that takes arrivals (mixed and
+    prefill replicas; a decode replica gets its requests from a prefill replica)."""
+    c = cfg.cluster
+    if not c.pools:
+        return c.num_replicas
+    return sum(p.num_replicas for p in c.pools if p.role != "decode")
+
+
 def _pd_setup(cfg: SimConfig, pools: list[_Pool], model):
     """With prefill/decode pools: the KV transfer link and a builder of the kernels' PDState
     (of the request count); None otherwise. The link is cluster.kv_transfer, else the first
@@ -371,6 +380,7 @@ def simulate(
         wl, closed_plan = build_closed_loop(
             cfg.workload, cfg.seed, block_size=setup.profile_block_size
         )
+        closed_plan = replace(closed_plan, front_ends=_front_ends(cfg))
         need_hashes = _needs_hashes(cfg) and wl.has_hashes  # a prompt pool (prefix reuse)
     else:
         need_hashes = _needs_hashes(cfg)
@@ -405,7 +415,7 @@ def simulate(
     if closed_plan is None:  # the closed loop runs its front end inside the engine
         w = cfg.workload
         service = service_s(w.ingest_ms, w.ingest_us_per_token, wl.prompt_tokens)
-        engine_arrival_s = engine_arrivals(wl.arrival_s, service)
+        engine_arrival_s = engine_arrivals(wl.arrival_s, service, _front_ends(cfg))
         response_s = 1e-3 * (w.response_ms or 0.0)
     out = run_engine(
         engine_arrival_s,

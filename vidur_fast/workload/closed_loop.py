@@ -36,8 +36,10 @@ class ClosedLoopPlan:
     warmup_s: float
     measure_s: float | None
     ingest_s: np.ndarray
-    """float64[n] serial front-end time of request i."""
+    """float64[n] front-end time of request i."""
     response_s: float
+    front_ends: int = 1
+    """API servers in front of the engine (one per replica that takes arrivals)."""
 
 
 def build_closed_loop(
@@ -125,7 +127,7 @@ def closed_loop_state(plan: ClosedLoopPlan | None, n: int) -> ClosedLoop:
         stop_ns=np.full(1, stop, dtype=np.int64),
         ingest_ns=_ns(plan.ingest_s),
         ingested=np.zeros(n, dtype=np.int8),
-        fe_free=np.zeros(1, dtype=np.int64),
+        fe_free=np.zeros(max(1, plan.front_ends), dtype=np.int64),
         respond_ns=np.full(1, int(round(plan.response_s * NS_PER_S)), dtype=np.int64),
     )
 

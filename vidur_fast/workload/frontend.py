@@ -1,9 +1,11 @@
-"""The API-server front end of an open-loop workload: when each request reaches the engine.
+"""The API-server front ends of an open-loop workload: when each request reaches the engine.
 
-The front end handles requests one at a time in arrival order (request parsing, tokenization),
-so request i reaches the engine at e_i = max(a_i, e_{i-1}) + s_i for arrival a_i and service
-time s_i. With S_i the running sum of service times this is S_i + max_{j <= i}(a_j - S_{j-1}),
-one cumulative maximum (no loop). The closed loop runs the same FIFO inside the engine
+There is one front end per replica that takes arrivals (vLLM runs an API server per engine);
+each handles one request at a time (request parsing, tokenization), and requests are taken in
+arrival order by the first one free (kernels/front_end.py). With one front end, request i
+reaches the engine at e_i = max(a_i, e_{i-1}) + s_i for arrival a_i and service time s_i; with
+S_i the running sum of service times this is S_i + max_{j <= i}(a_j - S_{j-1}), one cumulative
+maximum (no loop). The closed loop runs the same FIFO inside the engine
 (kernels/closed_loop.py), since its arrivals are decided during the run.
 """
 
@@ -16,8 +18,9 @@ def service_s(ingest_ms: float | None, ingest_us_per_token: float, prompt: np.nd
     return 1e-3 * (ingest_ms or 0.0) + 1e-6 * ingest_us_per_token * p
 
 
-def engine_arrivals(arrival_s: np.ndarray, service: np.ndarray) -> np.ndarray:
-    """Time each request reaches the engine through a FIFO server (arrivals in time order).
+def engine_arrivals(arrival_s: np.ndarray, service: np.ndarray, servers: int = 1) -> np.ndarray:
+    """Time each request reaches the engine through a FIFO of servers front ends (arrivals
+    in time order).
 
     Arrivals that are not finite (none in an open-loop table) pass through unchanged.
     """
@@ -25,6 +28,12 @@ def engine_arrivals(arrival_s: np.ndarray, service: np.ndarray) -> np.ndarray:
     s = np.asarray(service, dtype=np.float64)
     if a.shape[0] == 0 or not np.any(s > 0):
         return a.copy()
+    if servers > 1:
+        from vidur_fast.kernels.front_end import fifo_servers_nb
+
+        out = np.empty_like(a)
+        fifo_servers_nb(a, s, np.zeros(servers, dtype=np.float64), out)
+        return out
     done = np.cumsum(s)
     before = done - s
     return done + np.maximum.accumulate(a - before)
