@@ -17,6 +17,8 @@ import os
 import tempfile
 import time
 
+import bench_pools
+
 from vidur_fast.config.predictor import PredictorConfig
 from vidur_fast.explore.run_capacity import run_capacity
 from vidur_fast.timing.build import build_timing
@@ -29,17 +31,7 @@ def capacity_file(requests: int) -> dict:
     return {
         "base": {
             "cluster": {"model": MODEL, "device": DEVICE},
-            "workload": {
-                "type": "synthetic",
-                "num_requests": requests,
-                "lengths": {
-                    "type": "uniform",
-                    "min_tokens": 256,
-                    "max_tokens": 4096,
-                    "prefill_to_decode_ratio": 10,
-                },
-                "intervals": {"type": "poisson", "qps": 1.0},
-            },
+            "workload": bench_pools.synthetic_workload(requests, 1.0),
         },
         "grid": {
             "tp": list(TPS),

@@ -187,17 +187,7 @@ def main() -> None:
     single_request(args.source, cache, "packed")
     single_request(args.source, cache, "separate_nodes")
     two_requests_contention(args.source, cache)
-    wl = {
-        "type": "synthetic",
-        "num_requests": args.requests,
-        "lengths": {
-            "type": "uniform",
-            "min_tokens": 256,
-            "max_tokens": 4096,
-            "prefill_to_decode_ratio": 10,
-        },
-        "intervals": {"type": "poisson", "qps": args.qps},
-    }
+    wl = bench_pools.synthetic_workload(args.requests, args.qps)
     print(
         f"(2) {args.requests} requests at {args.qps:g} QPS; goodput: requests/s meeting "
         f"TTFT <= {SLO_TTFT_S} s and TPOT <= {1e3 * SLO_TPOT_S:g} ms"

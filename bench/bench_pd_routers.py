@@ -15,6 +15,7 @@ line is one summary.
 import argparse
 import time
 
+import bench_pools
 import numpy as np
 
 from vidur_fast.api import simulate
@@ -69,17 +70,7 @@ def main() -> None:
     ap.add_argument("--qps", type=float, default=20.0)
     ap.add_argument("--source", default="roofline")
     args = ap.parse_args()
-    wl = {
-        "type": "synthetic",
-        "num_requests": args.requests,
-        "lengths": {
-            "type": "uniform",
-            "min_tokens": 256,
-            "max_tokens": 4096,
-            "prefill_to_decode_ratio": 10,
-        },
-        "intervals": {"type": "poisson", "qps": args.qps},
-    }
+    wl = bench_pools.synthetic_workload(args.requests, args.qps)
     cache: dict = {}
     head = (
         f"{'TTFT p50':>10}{'TTFT p99':>10}{'TPOT p50':>10}{'TPOT p99':>10}{'goodput':>9}"

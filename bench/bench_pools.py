@@ -28,6 +28,22 @@ DEPLOYMENTS = {
 }
 
 
+def synthetic_workload(requests: int, qps: float) -> dict:
+    """The benches' workload: uniform lengths 256-4,096 tokens at 10:1 prefill:decode,
+    Poisson arrivals at qps."""
+    return {
+        "type": "synthetic",
+        "num_requests": requests,
+        "lengths": {
+            "type": "uniform",
+            "min_tokens": 256,
+            "max_tokens": 4096,
+            "prefill_to_decode_ratio": 10,
+        },
+        "intervals": {"type": "poisson", "qps": qps},
+    }
+
+
 def config(cluster: dict, requests: int, qps: float, source: str) -> SimConfig:
     return build_dataclass(
         SimConfig,
@@ -36,17 +52,7 @@ def config(cluster: dict, requests: int, qps: float, source: str) -> SimConfig:
             "predictor": {"source": source},
             "router": "lor",
             "quiet": True,
-            "workload": {
-                "type": "synthetic",
-                "num_requests": requests,
-                "lengths": {
-                    "type": "uniform",
-                    "min_tokens": 256,
-                    "max_tokens": 4096,
-                    "prefill_to_decode_ratio": 10,
-                },
-                "intervals": {"type": "poisson", "qps": qps},
-            },
+            "workload": synthetic_workload(requests, qps),
         },
         "",
     )
