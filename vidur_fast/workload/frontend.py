@@ -2,11 +2,10 @@
 
 There is one front end per replica that takes arrivals (vLLM runs an API server per engine);
 each handles one request at a time (request parsing, tokenization), and requests are taken in
-arrival order by the first one free (kernels/front_end.py). With one front end, request i
-reaches the engine at e_i = max(a_i, e_{i-1}) + s_i for arrival a_i and service time s_i; with
-S_i the running sum of service times this is S_i + max_{j <= i}(a_j - S_{j-1}), one cumulative
-maximum (no loop). The closed loop runs the same FIFO inside the engine
-(kernels/closed_loop.py), since its arrivals are decided during the run.
+arrival order by the first one free (kernels/front_end.py): with one front end, request i
+reaches the engine at e_i = max(a_i, e_{i-1}) + s_i for arrival a_i and service time s_i.
+The closed loop runs the same FIFO inside the engine (kernels/closed_loop.py), since its
+arrivals are decided during the run.
 """
 
 import numpy as np
@@ -28,12 +27,8 @@ def engine_arrivals(arrival_s: np.ndarray, service: np.ndarray, servers: int = 1
     s = np.asarray(service, dtype=np.float64)
     if a.shape[0] == 0 or not np.any(s > 0):
         return a.copy()
-    if servers > 1:
-        from vidur_fast.kernels.front_end import fifo_servers_nb
+    from vidur_fast.kernels.front_end import fifo_servers_nb
 
-        out = np.empty_like(a)
-        fifo_servers_nb(a, s, np.zeros(servers, dtype=np.float64), out)
-        return out
-    done = np.cumsum(s)
-    before = done - s
-    return done + np.maximum.accumulate(a - before)
+    out = np.empty_like(a)
+    fifo_servers_nb(a, s, np.zeros(max(1, servers), dtype=np.float64), out)
+    return out
