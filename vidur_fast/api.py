@@ -17,7 +17,7 @@ from vidur_fast.config.sim import (
     cluster_pools,
     pool_view,
 )
-from vidur_fast.config.validate import is_pd, pool_errors, validate_config
+from vidur_fast.config.validate import has_route_groups, is_pd, pool_errors, validate_config
 from vidur_fast.config.workload import ClosedLoopWorkload
 from vidur_fast.engine.run import run_engine
 from vidur_fast.engine.state import without_pool
@@ -242,9 +242,9 @@ def _pd_setup(cfg: SimConfig, pools: list[_Pool], model):
     prefill pool's node (its inter-node bandwidth and point-to-point latency). Mixed pools
     with routers of their own and no prefill/decode pools: no link, and a PDState whose
     replicas are all mixed and whose decider is never (it carries the routers only)."""
+    if not has_route_groups(cfg.cluster):
+        return None, None
     if not is_pd(cfg.cluster):
-        if all(p.router is None for p in cfg.cluster.pools):
-            return None, None
         role = [ROLE_MIXED] * sum(p.num_replicas for p in cfg.cluster.pools)
         return None, lambda n: make_pd(
             role,

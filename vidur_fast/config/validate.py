@@ -161,6 +161,12 @@ def is_pd(c: ClusterConfig) -> bool:
     return any(p.role in ("prefill", "decode") for p in c.pools)
 
 
+def has_route_groups(c: ClusterConfig) -> bool:
+    """Whether the engine routes by per-role route groups (kernels/pd.py PDState): with
+    prefill/decode pools, or pools with routers of their own."""
+    return is_pd(c) or any(p.router is not None for p in c.pools)
+
+
 def validate_pd(cfg: SimConfig) -> None:
     """Disaggregated serving: prefill and decode pools, the decider, the transfer link, and
     what the flow supports yet (vllm_v1); mixed pools beside them take what the decider does

@@ -116,7 +116,7 @@ def warm_kernels(cfgs: list[SimConfig], quiet: bool) -> None:
     cfgs that is not cached, a 1-request run of the first config of that variant (its timing
     grids built or loaded here too, and cached for the workers); nothing when all are cached
     already. A failure is left to the workers to report."""
-    from vidur_fast.config.validate import is_pd
+    from vidur_fast.config.validate import has_route_groups
     from vidur_fast.engine.run import kernel_cached
     from vidur_fast.jit_start import start_numba_target
     from vidur_fast.kernels import loop
@@ -126,10 +126,8 @@ def warm_kernels(cfgs: list[SimConfig], quiet: bool) -> None:
     todo = {}
     for cfg in cfgs:
         try:
-            pools = cfg.cluster.pools
-            # PD state also carries the routers of pools with routers of their own (api.py)
-            pd_on = is_pd(cfg.cluster) or any(p.router is not None for p in pools)
-            key = (scheduler_policy(cfg.scheduler), bool(pools), pd_on)
+            c = cfg.cluster
+            key = (scheduler_policy(cfg.scheduler), bool(c.pools), has_route_groups(c))
         except Exception:  # a malformed point: its worker reports it
             continue
         if key not in todo and kernel_cached(loop.loop_kernel(*key)) is False:
