@@ -65,6 +65,12 @@ class PredictorConfig:
     """Random forest: minimum samples to split a node."""
     random_state: int = 0
     """Seed of the forests and of the accuracy hold-out split; fits are deterministic."""
+    vidur_forests: bool = False
+    """Vidur's own forests (random_forest, work_normalized False): each operator fit on its rows
+    as the profile gives them (file order, duplicate shapes kept), prefill attention on
+    (kv, chunk**2), in Vidur's training order, all tree seeds drawn from one
+    RandomState(random_state) as Vidur's unseeded forests draw them from the NumPy RNG its
+    --seed seeds; grids read straight off the forests (flat past the profiled shapes)."""
     work_normalized: bool = True
     """Fit the regressor on time / (a + b . work) (a non-negative linear work baseline) rather
     than raw time; interpolates sparse, log-spaced tables far better. False: Vidur's plain fit."""

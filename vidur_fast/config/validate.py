@@ -467,6 +467,14 @@ def validate_predictor(cfg: PredictorConfig) -> None:
             _fail_predictor(name, f"must be >= {low}", value)
     if not isinstance(cfg.work_normalized, bool):
         _fail_predictor("work_normalized", "must be True or False", cfg.work_normalized)
+    if not isinstance(cfg.vidur_forests, bool):
+        _fail_predictor("vidur_forests", "must be True or False", cfg.vidur_forests)
+    if cfg.vidur_forests and (cfg.regressor != "random_forest" or cfg.work_normalized):
+        _fail_predictor(
+            "vidur_forests",
+            "needs regressor random_forest and work_normalized false",
+            cfg.vidur_forests,
+        )
     if cfg.max_depth is not None and (not isinstance(cfg.max_depth, int) or cfg.max_depth < 1):
         _fail_predictor("max_depth", "must be None or an integer >= 1", cfg.max_depth)
     if cfg.polynomial_degree > 6:

@@ -66,6 +66,8 @@ VIDUR_PREDICTOR = {
     "kv_rule": "per_request",
     # Vidur fits its forests on raw operator time
     "work_normalized": False,
+    # ... with trees seeded from the NumPy RNG that --seed seeds (main; random_state = seed)
+    "vidur_forests": True,
     # Vidur's engine has no sampler term outside its profiled operators
     "sampler_ms": 0.0,
     "sampler_per_seq_ms": 0.0,
@@ -92,6 +94,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
             "nccl_launch_overhead_ms": 0.0,
             # canary rounds the batch's summed kv once
             "kv_rule": "sum",
+            # canary trains its models inside the prediction functions, prefill on (kv, chunk):
+            # its seed order is not reproduced
+            "vidur_forests": False,
         },
     },
 }
@@ -599,6 +604,10 @@ def _predictor(f: _Flags, data: dict, embedded: bool, cmd: VidurCommand) -> None
             f.accept(other + suffix)
     out = data["predictor"]
     out.update(given)
+    if out.get("regressor") != "random_forest":
+        out["vidur_forests"] = False
+    if out.get("vidur_forests"):
+        out["random_state"] = data["seed"]
     if embedded and "profile_dir" not in given and not Path(out["profile_dir"]).is_dir():
         # a Vidur user's default command without Vidur's data: the embedded timing data, with
         # the project's settings for it and the grid extents the command asked for

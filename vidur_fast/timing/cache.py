@@ -77,7 +77,10 @@ def resolve_cache_dir(cfg: PredictorConfig) -> Path:
 
 def value_settings(cfg: PredictorConfig) -> dict:
     d = asdict(cfg)
-    return {k: d[k] for k in VALUE_FIELDS}
+    out = {k: d[k] for k in VALUE_FIELDS}
+    if cfg.vidur_forests:  # only when set: the keys of every other grid stay as they were
+        out["vidur_forests"] = True
+    return out
 
 
 def _hash_frame(h, name: str, frame: pd.DataFrame) -> None:

@@ -69,6 +69,9 @@ class OpModel:
     stair_kv: np.ndarray = field(default_factory=lambda: np.zeros(0))
     """2-D only: largest measured kv among samples with outer >= stair_outer[i]."""
     stats: dict = field(default_factory=dict)
+    vidur: bool = False
+    """Vidur's own forest (fit_vidur): raw time on Vidur's features (vidur_features), read as
+    it is everywhere, flat past the support like Vidur's grids."""
 
     @property
     def empty(self) -> bool:
@@ -88,8 +91,21 @@ def edge_scale(m: OpModel, outer, kv, outer_e, kv_e):
     return b if m.normalized else b / baseline(m, outer_e, kv_e)
 
 
+def vidur_features(kind: str, X: np.ndarray) -> np.ndarray:
+    """Points (outer[, kv]) as Vidur's models take them: prefill attention is keyed
+    (kv_cache_size, prefill_chunk_size**2), decode (batch_size, kv_cache_size), token ops
+    num_tokens. A monotone transform moves a forest's split midpoints, so chunk**2 is not
+    interchangeable with chunk."""
+    X = np.asarray(X, dtype=np.float64)
+    if kind == "prefill":
+        return np.column_stack([X[:, 1], X[:, 0] * X[:, 0]])
+    return X
+
+
 def model_value(m: OpModel, X: np.ndarray) -> np.ndarray:
     """Predicted time at points X inside the support (no extrapolation rule)."""
+    if m.vidur:
+        return predict(m.estimator, vidur_features(m.kind, X))
     kv = X[:, 1] if X.shape[1] > 1 else None
     return predict(m.estimator, X) * edge_scale(m, X[:, 0], kv, X[:, 0], kv)
 
@@ -103,8 +119,9 @@ def is_forest(estimator) -> bool:
     return isinstance(estimator, RandomForestRegressor)
 
 
-def make_regressor(cfg: PredictorConfig):
-    """A fresh, unfitted regressor with cfg's fixed hyper-parameters."""
+def make_regressor(cfg: PredictorConfig, random_state=None):
+    """A fresh, unfitted regressor with cfg's fixed hyper-parameters (forests seeded by
+    random_state when given, a seed or a RandomState, else by cfg.random_state)."""
     from sklearn.ensemble import RandomForestRegressor
     from sklearn.linear_model import LinearRegression
     from sklearn.pipeline import make_pipeline
@@ -115,7 +132,7 @@ def make_regressor(cfg: PredictorConfig):
             n_estimators=cfg.n_estimators,
             max_depth=cfg.max_depth,
             min_samples_split=cfg.min_samples_split,
-            random_state=cfg.random_state,
+            random_state=cfg.random_state if random_state is None else random_state,
             n_jobs=-1,
         )
     # Scaling first keeps kv**3 (~1e15) from wrecking the least-squares conditioning.
@@ -278,9 +295,82 @@ def _cols(frame, names: list[str]) -> np.ndarray:
 
 def fit_all(samples: OperatorSamples, cfg: PredictorConfig, step=None) -> dict[str, OpModel]:
     """Fit every operator of samples; `step(name)` is called after each fit (progress)."""
+    if cfg.vidur_forests:
+        return fit_vidur(samples, cfg, step)
     models = {}
     for name, (kind, X, y) in op_tables(samples).items():
         models[name] = fit_op(name, kind, X, y, cfg)
         if step is not None:
             step(name)
     return models
+
+
+# ---- Vidur's own forests ----
+
+# The order in which Vidur main trains its models (SklearnExecutionTimePredictor: the compute
+# ops, the KV-cache save, send/recv if PP > 1, all-reduce if TP > 1, then prefill and decode
+# attention; the CPU-overhead models are skipped by default).
+VIDUR_COMPUTE_OPS = (
+    "attn_pre_proj",
+    "attn_post_proj",
+    "mlp_up_proj",
+    "mlp_down_proj",
+    "mlp_act",
+    "input_layernorm",
+    "post_attention_layernorm",
+    "attn_rope",
+    "add",
+    KV_SAVE,
+)
+VIDUR_FIT_ORDER = (*VIDUR_COMPUTE_OPS, "send_recv", "all_reduce", "prefill", "decode")
+_TREE_SEED_MAX = np.iinfo(np.int32).max
+
+
+def fit_vidur(samples: OperatorSamples, cfg: PredictorConfig, step=None) -> dict[str, OpModel]:
+    """Vidur's forests: every operator fit on raw time over its rows as the source gave them
+    (file order, duplicate shapes kept), on Vidur's features, in Vidur's training order, with
+    the trees' seeds drawn from one RandomState(cfg.random_state).
+
+    Vidur builds RandomForestRegressor() with no random_state, so each forest draws one seed
+    per tree from NumPy's global RNG, which Vidur's --seed seeds right before the models are
+    trained; its final fits (GridSearchCV's refit) run one after another in that process, so
+    the draws follow the training order. A compute op Vidur trains on a column it fills with
+    zeros (post_attention_layernorm of a model without that norm) still takes its draws.
+    """
+    tables = op_tables(samples)
+    order = [n for n in VIDUR_FIT_ORDER if n in tables]
+    order += [n for n in tables if n not in order]
+    rng = np.random.RandomState(cfg.random_state)
+    models = {}
+    for name in order:
+        kind, X, y = tables[name]
+        models[name] = _fit_vidur_op(name, kind, X, y, cfg, rng)
+        if step is not None:
+            step(name)
+    return {name: models[name] for name in tables}
+
+
+def _fit_vidur_op(name, kind, X, y, cfg: PredictorConfig, rng) -> OpModel:
+    t0 = time.perf_counter()
+    X, y = np.asarray(X, np.float64), np.asarray(y, np.float64)
+    ok = np.isfinite(X).all(axis=1) & np.isfinite(y)
+    X, y = X[ok], y[ok]
+    if (y < 0).any():
+        raise ProfileError(f"samples.{name}: {int((y < 0).sum())} negative latencies")
+    if len(y) == 0:
+        if name in VIDUR_COMPUTE_OPS and cfg.regressor == "random_forest":
+            for _ in range(cfg.n_estimators):  # Vidur fits zeros here: same draws
+                rng.randint(_TREE_SEED_MAX)
+        stats = {"n": 0, "dropped": int((~ok).sum()), "empty": True}
+        return OpModel(name, kind, None, np.r_[1.0, np.zeros(_n_work(kind))], stats=stats)
+    est = make_regressor(cfg, random_state=rng).fit(vidur_features(kind, X), y)
+    m = OpModel(name, kind, est, normalized=False, outer_max=float(X[:, 0].max()), vidur=True)
+    stats = {
+        "n": len(y),
+        "dropped": int((~ok).sum()),
+        "empty": False,
+        "outer_range": [float(X[:, 0].min()), float(X[:, 0].max())],
+        "train_mape_pct": round(mape(y, model_value(m, X)), 4),
+        "fit_s": round(time.perf_counter() - t0, 3),
+    }
+    return replace(m, stats=stats)

@@ -10,6 +10,9 @@ axis to the largest kv measured at that outer value or above (the "staircase" le
 limits and kv + chunk <= max_model_len). The rule is continuous at the edge and, since the
 baseline's coefficients are >= 0, never drops below the edge value.
 
+Vidur's own forests (fit.fit_vidur) are read as they are at every grid point, flat past the
+support, as Vidur's prediction tables are.
+
 Random forests are piecewise constant: two points on the same side of every split threshold
 of a feature predict the same value. So a forest is evaluated once per threshold cell that the
 grid touches and the result is broadcast; this equals predict() at every grid point exactly.
@@ -28,6 +31,7 @@ from vidur_fast.timing.fit import (
     edge_scale,
     is_forest,
     predict,
+    vidur_features,
 )
 from vidur_fast.timing.samples import EXTRA_TOKEN_OPS
 
@@ -115,6 +119,8 @@ def evaluate_points(m: OpModel, X: np.ndarray) -> np.ndarray:
     X = np.asarray(X, dtype=np.float64)
     if m.empty:
         return np.zeros(len(X))
+    if m.vidur:
+        return _finish(m, predict(m.estimator, vidur_features(m.kind, X)))
     o = X[:, 0]
     o_e = np.minimum(o, m.outer_max)
     if m.kind == "tokens":
@@ -136,6 +142,8 @@ def evaluate_tokens(m: OpModel, n: np.ndarray) -> np.ndarray:
     """1-D model on the token counts n; equals evaluate_points at every n."""
     if m.empty:
         return np.zeros(len(n))
+    if m.vidur:
+        return _finish(m, evaluate_product(m.estimator, [np.asarray(n, dtype=np.float64)]))
     n_e = np.minimum(n, m.outer_max)
     uniq, inverse = np.unique(n_e, return_inverse=True)
     at_edge = evaluate_product(m.estimator, [uniq])[inverse.reshape(-1)]
@@ -152,6 +160,12 @@ def evaluate_2d(m: OpModel, outer: np.ndarray, kv: np.ndarray, out=None) -> np.n
         out = np.zeros((len(outer), len(kv)))
     if m.empty:
         out[...] = 0.0
+        return out
+    if m.vidur:
+        if m.kind == "prefill":  # Vidur's features (kv, chunk**2)
+            out[...] = _finish(m, evaluate_product(m.estimator, [kv, outer * outer]).T)
+        else:
+            out[...] = _finish(m, evaluate_product(m.estimator, [outer, kv]))
         return out
     thr = _thresholds(m.estimator, 2) if is_forest(m.estimator) else None
     step = max(1, _BLOCK_CELLS // len(kv))

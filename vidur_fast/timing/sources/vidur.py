@@ -3,8 +3,9 @@
     compute/{device}/{hf model name}/mlp.csv, attention.csv
     network/{node name}/all_reduce.csv, send_recv.csv
 
-Rows are filtered exactly as Vidur filters its training frames and the `.median` columns are
-used, with missing medians read as 0 ms. vocab_size is deliberately NOT a filter: it does not
+Rows are filtered exactly as Vidur filters its training frames (duplicate rows dropped over
+the whole file, the rest kept in file order) and the `.median` columns are used, with missing
+medians read as 0 ms. vocab_size is deliberately NOT a filter: it does not
 change any per-layer operator, and filtering on it only makes a model with a resized vocabulary
 lose its (identical) profile.
 """
@@ -161,7 +162,8 @@ def _mlp_ops(model: ModelSpec, device: str, tp: int, root: Path) -> tuple[pd.Dat
 def _attention(model: ModelSpec, device: str, tp: int, block_size: int, root: Path):
     path = root / "compute" / device / model.name / "attention.csv"
     need = ATTN_FILTERS + ATTN_SHAPE + (_median("attn_prefill"), _median("attn_decode"))
-    df = _read(path, root, need, optional=(KV_SAVE,))
+    # all columns: Vidur drops duplicate rows over the whole frame
+    df = _read(path, root, need, everything=True).drop_duplicates()
     df = _numeric(df, path, ATTN_FILTERS + ATTN_SHAPE)
     shape = (
         (df.n_embd == model.embedding_dim)
@@ -197,7 +199,7 @@ def _attention(model: ModelSpec, device: str, tp: int, block_size: int, root: Pa
 def _collective(
     path: Path, root: Path, op: str, workers: int | None, dpn: int, e: int
 ) -> pd.DataFrame:
-    df = _read(path, root, NET_COLUMNS + (_median(op),))
+    df = _read(path, root, NET_COLUMNS + (_median(op),), everything=True).drop_duplicates()
     df = _numeric(df, path, ("size", "num_workers", "devices_per_node"))
     keep = (df.collective.astype(str) == op) & (df.devices_per_node == dpn)
     if workers is not None:
