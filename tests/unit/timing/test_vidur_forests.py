@@ -68,9 +68,7 @@ def test_a_missing_compute_op_still_takes_its_seeds(samples, models):
     other = fit_all(fewer, VIDUR)
     assert other["post_attention_layernorm"].empty
     X = op_tables(samples)["decode"][1]
-    np.testing.assert_array_equal(
-        model_value(other["decode"], X), model_value(models["decode"], X)
-    )
+    np.testing.assert_array_equal(model_value(other["decode"], X), model_value(models["decode"], X))
 
 
 def test_prefill_is_keyed_on_kv_and_chunk_squared(samples, models):
