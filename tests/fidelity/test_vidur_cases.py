@@ -1,10 +1,14 @@
 """Fidelity vs Vidur: replay every reference case through `vidur-compat` and compare the
 distributions of the chosen request metrics: each quantile within 3 % of Vidur's.
 
-Some quantiles are chaotic: a sub-millisecond scheduling delay (the wait for the next batch
-end while every pipeline stage is busy) moves by tens of percent when every stage time changes
-by 0.01 %, far below what any fitted timing model (Vidur's own forests have no fixed seed)
-reproduces. A quantile outside 3 % therefore passes only if it is shown to be chaotic and
+vidur-compat fits Vidur's own forests (predictor.vidur_forests: tree seeds from Vidur's
+--seed in its training order), so the reference cases reproduce Vidur's stage times and every
+quantile lands within 3 % as it is. Some quantiles are chaotic, though: a sub-millisecond
+scheduling delay (the wait for the next batch end while every pipeline stage is busy) moves by
+tens of percent when every stage time changes by 0.01 %, so a case whose timing cannot be
+reproduced that closely (other profiles, another scikit-learn) would miss the bar on them for
+no scheduling reason. In an extra case (VIDUR_FAST_EXTRA_CASES; the reference cases get no such
+clause) a quantile outside 3 % therefore passes only if it is shown to be chaotic and
 Vidur's value lies inside the spread: the case is re-run with every stage time scaled by
 1 + k * 1e-4 (|k| <= 10), the quantile's range over those runs must be wider than the
 tolerance, and Vidur's value must fall inside that range. A real difference of scheduling
@@ -87,11 +91,14 @@ def test_vidur_case_quantiles_match(case):
     theirs = _quantiles(pd.read_csv(case / spec["compare"]["file"]), spec)
     rel = {mq: (ours[mq] - b) / b if b else 0.0 for mq, b in theirs.items()}
     outside = [mq for mq, r in rel.items() if abs(r) > TOLERANCE]
-    ranges = _perturbed_ranges(cfg, spec) if outside else {}
+    reference = case.parent == SHARED / "reference" / "vidur" / "cases"
+    ranges = _perturbed_ranges(cfg, spec) if outside and not reference else {}
     rows, failed = [], []
     for (m, q), r in rel.items():
         note = ""
-        if (m, q) in outside:
+        if (m, q) in outside and reference:
+            failed.append(f"{m} p{round(q * 100)} {100 * r:+.1f}%")
+        elif (m, q) in outside:
             lo, hi = ranges[(m, q)]
             b = theirs[(m, q)]
             chaotic = (hi - lo) / b > TOLERANCE
@@ -101,7 +108,7 @@ def test_vidur_case_quantiles_match(case):
                 failed.append(f"{m} p{round(q * 100)} {100 * r:+.1f}%{note}")
         rows.append(
             f"{m:<52} p{round(q * 100):<3} {ours[(m, q)]:>10.4f} {theirs[(m, q)]:>10.4f} "
-            f"{100 * r:+6.1f}%{note}"
+            f"{100 * r:+8.3f}%{note}"
         )
     print(f"\n{case.name}: metric, quantile, vidur-fast, vidur, difference")
     print("\n".join(rows))
