@@ -149,6 +149,8 @@ def test_campaign_facts(rows):
     assert campaign_for(qwen[0]).kv_cache_dtype == ""  # nothing stated: validator defaults
     # --async-scheduling, and benchmark_serving.py sends temperature 0 (argmax, no sampler)
     assert c.async_scheduling and c.greedy and not c.held_out
+    # the B200 scripts fuse the TP all-reduce with the residual add and RMSNorm
+    assert c.allreduce_rms_fusion_devices == ("b200",) and c.no_mixed_graph_devices == ("b200",)
     assert campaign_for(qwen[0]).async_scheduling is None and not campaign_for(qwen[0]).greedy
     # rows that cannot be reproduced as measured are held out, with the reason
     for model, name in (("nvidia/Llama-3.1-8B-Instruct-FP8", "gap-analysis-reuse"),):

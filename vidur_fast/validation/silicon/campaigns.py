@@ -50,6 +50,10 @@ class Campaign:
     no_mixed_graph_devices: tuple[str, ...] = ()
     """Devices whose servers captured no graph for mixed batches (cudagraph_mode
     FULL_DECODE_ONLY)."""
+    allreduce_rms_fusion_devices: tuple[str, ...] = ()
+    """Devices whose servers fused each TP all-reduce with the residual add and RMSNorm after
+    it (`enable_fi_allreduce_fusion` in the compilation config's pass_config; applied as
+    predictor.allreduce_rms_fusion)."""
     held_out: str = ""
     """Why the rows cannot be reproduced as measured ("" = they can): with campaign facts on
     (and no prompt-pool what-if) they are listed as not simulated with this reason."""
@@ -79,6 +83,8 @@ CAMPAIGNS: tuple[Campaign, ...] = (
         hopper_decode_attention_kv_dtype="bf16",
         mixed_graph_tokens_per_client=2,
         no_mixed_graph_devices=("b200",),
+        # the B200 scripts' compilation config: "enable_fi_allreduce_fusion": true
+        allreduce_rms_fusion_devices=("b200",),
     ),
     Campaign(
         name="dynamo-gtl-disagg",

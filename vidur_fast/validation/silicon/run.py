@@ -158,7 +158,10 @@ def _simulate(
             cfg = replace(cfg, predictor=replace(cfg.predictor, kv_cache_dtype=camp.kv_cache_dtype))
         if camp is not None and getattr(camp, "moe_kernel", ""):
             cfg = replace(cfg, predictor=replace(cfg.predictor, moe_kernel=camp.moe_kernel))
-        if camp is not None and getattr(camp, "allreduce_rms_fusion", False):
+        if camp is not None and (
+            getattr(camp, "allreduce_rms_fusion", False)
+            or resolve_device(b.device) in camp.allreduce_rms_fusion_devices
+        ):
             cfg = replace(cfg, predictor=replace(cfg.predictor, allreduce_rms_fusion=True))
         if camp is not None and camp.async_scheduling is not None:
             sched = replace(cfg.scheduler, async_scheduling=camp.async_scheduling)
