@@ -238,9 +238,9 @@ FP32_BYTES = 4
 def fp32_router_ms(device: DeviceSpec, tokens, hidden: int, experts: int, bf16_ms) -> np.ndarray:
     """Router time of a model whose gate vLLM keeps in fp32 (`catalog.arch.router_gate_fp32`):
     the cast of the bf16 hidden states to fp32 (one memory-bound kernel: 2 bytes read and 4
-    written per element) and the FP32 GEMM `tokens x hidden -> experts` on the CUDA cores,
-    PyTorch's default for fp32 matmuls (no TF32): its roofline at the device's FP32 peak and
-    fp32 bytes, not below the measured bf16 GEMM of the same shape (`bf16_ms`)."""
+    written per element) and the FP32 GEMM `tokens x hidden -> experts` on the CUDA cores (vLLM
+    runs fp32 matmuls at `highest` precision, no TF32, by default): its roofline at the device's
+    FP32 peak and fp32 bytes, not below the measured bf16 GEMM of the same shape (`bf16_ms`)."""
     if device.peak_fp32_tflops <= 0:
         raise profile_error(SOURCE, f"device {device.name} has no FP32 peak for the fp32 gate")
     n = np.asarray(tokens, dtype=np.float64)
