@@ -145,6 +145,14 @@ def qk_norm_spans_heads(m: ModelSpec) -> bool:
     return m.qk_norm and m.model_type == "minimax_m2"
 
 
+def router_gate_fp32(m: ModelSpec) -> bool:
+    """vLLM's MiniMax-M2 MoE block keeps its router gate in fp32 (`params_dtype=torch.float32`,
+    `quant_config=None`) and casts the hidden states to fp32 before it
+    (`vllm/model_executor/models/minimax_m2.py`): an FP32 GEMM on the CUDA cores plus a cast.
+    The other MoE models' gates run in the activation dtype (bf16)."""
+    return m.moe is not None and m.model_type == "minimax_m2"
+
+
 def mlp_kinds(m: ModelSpec) -> tuple[str, ...]:
     return m.mlp_layers or (DENSE,) * m.num_layers
 

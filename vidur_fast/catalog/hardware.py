@@ -16,6 +16,8 @@ class DeviceSpec:
     peak_fp8_tflops: float
     hbm_bandwidth_gbps: float
     price_per_hour_usd: float
+    peak_fp32_tflops: float = 0.0
+    """Dense FP32 (CUDA-core, non-tensor) peak; 0 = not stated."""
     aiconfigurator_system: str | None = None
     description: str = ""
 

@@ -215,3 +215,35 @@ def test_allreduce_rms_fusion_folds_the_norms_into_the_allreduce():
     with pytest.raises(ProfileError, match="allreduce_rms_fusion needs the aiconfigurator"):
         load_samples("roofline", get_model("Qwen/Qwen3-32B"), dev, node, 2, 1,
                      allreduce_rms_fusion=True)  # fmt: skip
+
+
+def test_minimax_router_gate_runs_in_fp32():
+    # vLLM's MiniMax-M2 keeps the gate in fp32: a cast and an FP32 GEMM on the CUDA cores
+    from dataclasses import replace
+
+    from vidur_fast.catalog import default_node_for, get_node
+    from vidur_fast.catalog.arch import router_gate_fp32
+    from vidur_fast.errors import ProfileError
+    from vidur_fast.timing.sources import load_samples
+    from vidur_fast.timing.sources._aic_moe import fp32_router_ms
+
+    mm, qw = get_model("MiniMaxAI/MiniMax-M2.5"), get_model("Qwen/Qwen3-235B-A22B")
+    assert router_gate_fp32(mm) and not router_gate_fp32(qw)
+    assert not router_gate_fp32(get_model("moonshotai/Kimi-K2.5"))
+    dev = get_device("h200")
+    node = get_node(default_node_for("h200"))
+    n = np.array([1.0, 8192.0])
+    t = fp32_router_ms(dev, n, 3072, 256, np.zeros(2))
+    gemm = 2 * 8192 * 3072 * 256 / (dev.peak_fp32_tflops * 1e12 * 0.8) * 1e3
+    assert t[1] > gemm > 0.2  # ms: the FP32 GEMM of a 8192-token prompt
+    assert np.all(fp32_router_ms(dev, n, 3072, 256, np.array([1.0, 1.0])) > 1.0)  # not below
+    for source in ("aiconfigurator", "roofline"):
+        s = load_samples(source, mm, dev, node, 4, 1)
+        assert s.provenance["moe"]["router"].startswith("fp32 gate")
+        r = s.token_ops.set_index(["op", "num_tokens"]).time_ms
+        assert r[("moe_router", 8192)] > gemm
+        q = load_samples(source, qw, dev, node, 4, 1)
+        assert "router" not in q.provenance["moe"]
+        assert q.token_ops.set_index(["op", "num_tokens"]).time_ms[("moe_router", 8192)] < gemm
+    with pytest.raises(ProfileError, match="no FP32 peak"):
+        fp32_router_ms(replace(dev, peak_fp32_tflops=0.0), n, 3072, 256, np.zeros(2))

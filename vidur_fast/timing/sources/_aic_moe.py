@@ -3,7 +3,8 @@ device has none).
 
 A MoE layer on one GPU is timed as the sum of
     attention part          as for a dense layer (the caller's token ops and attention grids)
-    moe_router              the gate GEMM, tokens x hidden -> experts, bf16, replicated
+    moe_router              the gate GEMM, tokens x hidden -> experts, bf16, replicated (fp32
+                            with the cast before it for MiniMax-M2, whose vLLM code keeps it so)
     moe_experts             the fused expert kernel of the backend's `moe_perf` table, looked up
                             at the tokens of every attention-DP rank (they share the experts),
                             for the model's (hidden, expert width, top-k, experts), moe_tp,
@@ -229,6 +230,27 @@ def expert_curve(
         )
         prov["floor_ms"] = floor_ms
     return n, t, prov
+
+
+FP32_BYTES = 4
+
+
+def fp32_router_ms(device: DeviceSpec, tokens, hidden: int, experts: int, bf16_ms) -> np.ndarray:
+    """Router time of a model whose gate vLLM keeps in fp32 (`catalog.arch.router_gate_fp32`):
+    the cast of the bf16 hidden states to fp32 (one memory-bound kernel: 2 bytes read and 4
+    written per element) and the FP32 GEMM `tokens x hidden -> experts` on the CUDA cores (vLLM
+    runs fp32 matmuls at `highest` precision, no TF32, by default): its roofline at the device's
+    FP32 peak and fp32 bytes, not below the measured bf16 GEMM of the same shape (`bf16_ms`)."""
+    if device.peak_fp32_tflops <= 0:
+        raise profile_error(SOURCE, f"device {device.name} has no FP32 peak for the fp32 gate")
+    n = np.asarray(tokens, dtype=np.float64)
+    bw = device.hbm_bandwidth_gbps * 1e9 * ROOF_MEM_EFF
+    flops = 2.0 * n * hidden * experts
+    nbytes = (n * hidden + hidden * experts + n * experts) * FP32_BYTES
+    gemm = np.maximum(flops / (device.peak_fp32_tflops * 1e12 * ROOF_FLOP_EFF), nbytes / bw)
+    cast = n * hidden * (BF16_BYTES + FP32_BYTES) / bw
+    gemm_ms = np.maximum(np.asarray(bf16_ms, dtype=np.float64), gemm * 1e3 + ROOF_KERNEL_MS)
+    return gemm_ms + cast * 1e3 + ROOF_KERNEL_MS
 
 
 def overlap_shared(tokens: np.ndarray, shared: np.ndarray, experts: np.ndarray) -> np.ndarray:

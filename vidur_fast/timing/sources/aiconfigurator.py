@@ -15,7 +15,13 @@ import numpy as np
 import pandas as pd
 
 from vidur_fast.catalog import DeviceSpec, ModelSpec, NodeSpec, get_device, list_devices
-from vidur_fast.catalog.arch import SLIDING, attention_kinds, moe_parallel, qk_norm_spans_heads
+from vidur_fast.catalog.arch import (
+    SLIDING,
+    attention_kinds,
+    moe_parallel,
+    qk_norm_spans_heads,
+    router_gate_fp32,
+)
 from vidur_fast.errors import ProfileError
 from vidur_fast.timing.samples import OperatorSamples
 from vidur_fast.timing.sources._aic_data import (
@@ -44,6 +50,7 @@ from vidur_fast.timing.sources._aic_moe import (
     SHARED_STREAM_MAX_TOKENS,
     expert_curve,
     expert_format,
+    fp32_router_ms,
     layer_weights,
     model_roofline_ms,
     moe_rows,
@@ -452,6 +459,11 @@ def _moe_ops(
     _, gemm_path = newest_table(system, "gemm", backend, "gemm_perf.parquet")
     bf16 = gemm_table(gemm_path, GEMM_DTYPES["bf16"], envelope=envelope)
     router = _gemm_ops(bf16, model, tp, {"moe_router": (x.num_experts, model.embedding_dim)})
+    if router_gate_fp32(model):  # vLLM keeps this model's gate in fp32
+        n_r, t_r = router["moe_router"]
+        e, ne = model.embedding_dim, x.num_experts
+        router["moe_router"] = (n_r, fp32_router_ms(device, n_r, e, ne, t_r))
+        prov["router"] = "fp32 gate: cast + FP32 GEMM roofline, not below the bf16 table"
     parts.update(router)
     if x.num_shared_experts:
         hs = -(-x.num_shared_experts * x.shared_expert_dim // tp)

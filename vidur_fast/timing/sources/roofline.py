@@ -11,11 +11,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from vidur_fast.catalog import DeviceSpec, ModelSpec, NodeSpec, get_device, list_devices, list_nodes
-from vidur_fast.catalog.arch import SLIDING, attention_kinds, moe_parallel
+from vidur_fast.catalog.arch import SLIDING, attention_kinds, moe_parallel, router_gate_fp32
 from vidur_fast.timing.samples import OperatorSamples
 from vidur_fast.timing.sources._aic_moe import (
     EXPERT_DTYPES,
     expert_format,
+    fp32_router_ms,
     layer_weights,
     model_roofline_ms,
     overlap_shared,
@@ -256,7 +257,10 @@ def _moe_parts(parts, rf, model, device, node, tp, dp, ep, precision) -> dict:
     n = TOKEN_COUNTS
     e = model.embedding_dim
     parts["moe_experts"] = (n, model_roofline_ms(device, dtype, model, par, n * dp))
-    parts["moe_router"] = (n, gemm_ms(Roofline.of(device, "bf16"), n, x.num_experts, e))
+    t_router = gemm_ms(Roofline.of(device, "bf16"), n, x.num_experts, e)
+    if router_gate_fp32(model):  # vLLM keeps this model's gate in fp32
+        t_router = fp32_router_ms(device, n, e, x.num_experts, t_router)
+    parts["moe_router"] = (n, t_router)
     if x.num_shared_experts:
         hs = -(-x.num_shared_experts * x.shared_expert_dim // tp)
         act = (3 * hs * BF16_BYTES * n) / rf.mem_bps * 1e3 + KERNEL_OVERHEAD_MS
@@ -271,6 +275,8 @@ def _moe_parts(parts, rf, model, device, node, tp, dp, ep, precision) -> dict:
         "moe_tp": par.moe_tp, "moe_ep": par.moe_ep, "attention_dp": dp, "moe_dtype": dtype,
         "distribution": "balanced", "rule": "roofline",
     }  # fmt: skip
+    if router_gate_fp32(model):
+        prov["router"] = "fp32 gate: cast + FP32 GEMM roofline"
     if dp > 1:
         prov["moe_dispatch"] = f"ring all-gather over {dp} GPUs (roofline)"
         prov["moe_combine"] = f"ring reduce-scatter over {dp} GPUs (roofline)"
