@@ -1,22 +1,15 @@
-"""Fidelity vs Vidur: replay every reference case through `vidur-compat` and compare the
-distributions of the chosen request metrics: each quantile within 3 % of Vidur's.
+"""Fidelity vs Vidur: replay every reference case (and every case in VIDUR_FAST_EXTRA_CASES)
+through `vidur-compat` and compare the distributions of the chosen request metrics: each
+quantile within 3 % of Vidur's.
 
 vidur-compat fits Vidur's own forests (predictor.vidur_forests: tree seeds from Vidur's
---seed in its training order), so the reference cases reproduce Vidur's stage times and every
-quantile lands within 3 % as it is. Some quantiles are chaotic, though: a sub-millisecond
-scheduling delay (the wait for the next batch end while every pipeline stage is busy) moves by
-tens of percent when every stage time changes by 0.01 %, so a case whose timing cannot be
-reproduced that closely (other profiles, another scikit-learn) would miss the bar on them for
-no scheduling reason. In an extra case (VIDUR_FAST_EXTRA_CASES; the reference cases get no such
-clause) a quantile outside 3 % therefore passes only if it is shown to be chaotic and
-Vidur's value lies inside the spread: the case is re-run with every stage time scaled by
-1 + k * 1e-4 (|k| <= 10), the quantile's range over those runs must be wider than the
-tolerance, and Vidur's value must fall inside that range. A real difference of scheduling
-semantics shifts the whole range and still fails. bench/vidur_case_sensitivity.py prints the
-full spread of every quantile.
+--seed in its training order), so a case recorded by Vidur's main line with an empty model
+cache reproduces Vidur's stage times, and with them its schedule. No quantile gets a looser
+rule: a sub-millisecond scheduling delay moves by tens of percent when every stage time changes
+by 0.01 % (bench/vidur_case_sensitivity.py prints that spread), so a miss there means the stage
+times are not Vidur's, which is what this test is for.
 """
 
-import dataclasses
 import json
 import os
 from pathlib import Path
@@ -30,8 +23,6 @@ from vidur_fast.api import simulate
 from vidur_fast.config.vidur_flags import config_from_vidur_args
 
 TOLERANCE = 0.03
-PERTURBATION_STEP = 1e-4
-PERTURBATION_STEPS = 10
 
 
 def _case_dirs() -> list[Path]:
@@ -68,20 +59,6 @@ def _quantiles(requests: pd.DataFrame, spec: dict) -> dict[tuple[str, float], fl
     }
 
 
-def _perturbed_ranges(cfg, spec: dict) -> dict[tuple[str, float], tuple[float, float]]:
-    """Each quantile's (min, max) over runs with every stage time scaled by 1 + k * step."""
-    cache: dict = {}
-    simulate(cfg, timing_cache=cache)
-    ((key, base),) = cache.items()
-    runs = []
-    for k in range(-PERTURBATION_STEPS, PERTURBATION_STEPS + 1):
-        f = 1.0 + k * PERTURBATION_STEP
-        grids = {n: np.asarray(v) * f for n, v in base.grids._asdict().items() if n != "counters"}
-        cache[key] = dataclasses.replace(base, grids=base.grids._replace(**grids))
-        runs.append(_quantiles(simulate(cfg, timing_cache=cache).requests, spec))
-    return {mq: (min(r[mq] for r in runs), max(r[mq] for r in runs)) for mq in runs[0]}
-
-
 @pytest.mark.skipif(not CASES, reason="no Vidur reference cases found")
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_vidur_case_quantiles_match(case):
@@ -90,26 +67,14 @@ def test_vidur_case_quantiles_match(case):
     ours = _quantiles(simulate(cfg).requests, spec)
     theirs = _quantiles(pd.read_csv(case / spec["compare"]["file"]), spec)
     rel = {mq: (ours[mq] - b) / b if b else 0.0 for mq, b in theirs.items()}
-    outside = [mq for mq, r in rel.items() if abs(r) > TOLERANCE]
-    reference = case.parent == SHARED / "reference" / "vidur" / "cases"
-    ranges = _perturbed_ranges(cfg, spec) if outside and not reference else {}
     rows, failed = [], []
     for (m, q), r in rel.items():
-        note = ""
-        if (m, q) in outside and reference:
+        if abs(r) > TOLERANCE:
             failed.append(f"{m} p{round(q * 100)} {100 * r:+.1f}%")
-        elif (m, q) in outside:
-            lo, hi = ranges[(m, q)]
-            b = theirs[(m, q)]
-            chaotic = (hi - lo) / b > TOLERANCE
-            inside = lo <= b <= hi
-            note = f"  perturbed {100 * (lo - b) / b:+.1f}..{100 * (hi - b) / b:+.1f}%"
-            if not (chaotic and inside):
-                failed.append(f"{m} p{round(q * 100)} {100 * r:+.1f}%{note}")
         rows.append(
             f"{m:<52} p{round(q * 100):<3} {ours[(m, q)]:>10.4f} {theirs[(m, q)]:>10.4f} "
-            f"{100 * r:+8.3f}%{note}"
+            f"{100 * r:+8.3f}%"
         )
     print(f"\n{case.name}: metric, quantile, vidur-fast, vidur, difference")
     print("\n".join(rows))
-    assert not failed, "quantiles off by more than 3 % and not chaotic: " + "; ".join(failed)
+    assert not failed, "quantiles off by more than 3 %: " + "; ".join(failed)
