@@ -5,13 +5,14 @@ generator and the C helpers the machine code calls), not the typing and lowering
 that compiling needs. Numba's cache load refreshes the context first all the same: it
 imports some thirty of Numba's modules (unicode, arrays, linear algebra, random, typed
 containers, ...) and installs their registries, and the linear algebra check imports
-scipy.linalg to look for BLAS: together 0.2-0.4 CPU-s, a quarter of a small run.
-start_numba_target() builds the context and makes cache loads skip that refresh; a kernel
-missing from the cache still compiles as usual (Numba's compiler refreshes the context
-itself before it types anything). The BLAS probe's scipy.linalg import is hidden wherever
-it happens (a cache load, a compile's refresh; the kernels use no linear algebra), and
-scipy.linalg imports normally afterwards. With another Numba whose cache loader is not the
-one this expects, the context is refreshed at start as before.
+scipy.linalg to look for BLAS (0.2-0.3 s more): the refresh alone is ~0.2 CPU-s, a fifth
+of a small run. start_numba_target() builds the context and makes cache loads skip that
+refresh; a kernel missing from the cache still compiles as usual (Numba's compiler refreshes
+the context itself before it types anything, and then probes for BLAS: a fraction of a
+second of a compile that takes a minute). A cache load hides scipy.linalg from the probe
+(the kernels use no linear algebra); it imports normally afterwards. With another Numba
+whose cache loader is not the one this expects, the context is refreshed at start as
+before, with the probe's import hidden.
 """
 
 import sys
@@ -67,13 +68,7 @@ def start_numba_target() -> None:
     from numba.core.registry import cpu_target
 
     target_context = cpu_target.target_context  # the code generator and the C helpers
-    refresh = target_context.refresh
-
-    def refresh_without_blas_probe() -> None:
-        with _no_blas_probe():
-            refresh()
-
-    target_context.refresh = refresh_without_blas_probe  # as a compile refreshes it
     if not _skip_refresh_on_cache_load():
-        target_context.refresh()
+        with _no_blas_probe():
+            target_context.refresh()
     _started = True

@@ -61,6 +61,6 @@ def test_a_kernel_compiles_on_a_miss_and_loads_from_the_cache_after(tmp_path):
     first = _run(tmp_path)
     second = _run(tmp_path)
     want = "4 [1.25, 2.75, 4.25, -0.5]"
-    assert first == f"{want} 0 False"  # compiled (no cache hit)
+    assert first.startswith(f"{want} 0 ")  # compiled (no cache hit)
     # loaded from the cache: same results, and the BLAS probe did not import scipy.linalg
     assert second == f"{want} 1 False"
