@@ -61,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
         rest = rest[1:]
     import tyro
 
+    from vidur_fast.config.markers import use_tyro_markers
+
+    use_tyro_markers()  # the config classes' CLI markers as tyro's
     t0 = time.perf_counter()
     frames = []
     for kind, models, systems in (
@@ -103,6 +106,9 @@ def _disagg(rest: list[str]) -> list:
     """Every disaggregated row with its reason, then the Hopper vLLM rows as a what-if."""
     import tyro
 
+    from vidur_fast.config.markers import use_tyro_markers
+
+    use_tyro_markers()
     print("\nDisaggregated rows (every backend and system):")
     base = SiliconValidateConfig(backend="all", mode="disagg", out=None, quiet=True)
     df = simulate_silicon(tyro.cli(SiliconValidateConfig, args=rest, default=base))

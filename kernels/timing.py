@@ -122,7 +122,9 @@ def stage_time_ms_nb(
             t *= 1.0 + tp_.decode_overhead
         layer += t
     if n_pre > 0:
-        chunk_eq = np.int64(np.round(np.sqrt(np.float64(pre_chunk_sq_sum))))
+        # builtin round (half to even, like np.round): np.round's code lives in Numba's
+        # numba.np.arraymath, which a cached loop would then import when it loads
+        chunk_eq = np.int64(round(np.sqrt(np.float64(pre_chunk_sq_sum))))
         ci = ceil_to_nb(chunk_eq, tp_.gc) // tp_.gc
         ci = _clamp_nb(c, CLAMP_PREFILL_CHUNK, ci, grids.prefill_ms.shape[1])
         j = _clamp_nb(

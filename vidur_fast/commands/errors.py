@@ -5,6 +5,7 @@ import io
 import re
 import sys
 
+from vidur_fast.config.markers import use_tyro_markers
 from vidur_fast.errors import ConfigError
 
 _BORDER = "│╭╮╰╯┃┏┓┗┛"
@@ -100,6 +101,7 @@ def tune_help() -> None:
 def parse_args_or_raise(parse, prog: str):
     """Run parse() (a tyro.cli call); a parse error becomes a one-line ConfigError, while help
     and its exit code 0 pass through unchanged."""
+    use_tyro_markers()  # the config classes' CLI markers as tyro's (config/markers.py)
     tune_help()
     buf = io.StringIO()
     try:

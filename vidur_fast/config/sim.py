@@ -7,8 +7,7 @@ config into kernel parameters. Nothing here writes files or changes values.
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Literal
 
-import tyro
-
+from vidur_fast.config.markers import Subcommand, Suppress
 from vidur_fast.config.predictor import PredictorConfig
 from vidur_fast.config.workload import ClosedLoopWorkload, SyntheticWorkload, TraceWorkload
 
@@ -136,12 +135,12 @@ class LightLLMScheduler:
 
 
 Scheduler = (
-    Annotated[VllmV1Scheduler, tyro.conf.subcommand("vllm_v1")]
-    | Annotated[SarathiScheduler, tyro.conf.subcommand("sarathi")]
-    | Annotated[VllmV0Scheduler, tyro.conf.subcommand("vllm")]
-    | Annotated[OrcaScheduler, tyro.conf.subcommand("orca")]
-    | Annotated[FasterTransformerScheduler, tyro.conf.subcommand("faster_transformer")]
-    | Annotated[LightLLMScheduler, tyro.conf.subcommand("lightllm")]
+    Annotated[VllmV1Scheduler, Subcommand("vllm_v1")]
+    | Annotated[SarathiScheduler, Subcommand("sarathi")]
+    | Annotated[VllmV0Scheduler, Subcommand("vllm")]
+    | Annotated[OrcaScheduler, Subcommand("orca")]
+    | Annotated[FasterTransformerScheduler, Subcommand("faster_transformer")]
+    | Annotated[LightLLMScheduler, Subcommand("lightllm")]
 )
 
 # ---- routers ----
@@ -243,22 +242,20 @@ class RankedStickyLopUncachedRouter:
 
 
 Router = (
-    Annotated[RoundRobinRouter, tyro.conf.subcommand("round_robin")]
-    | Annotated[RandomRouter, tyro.conf.subcommand("random")]
-    | Annotated[LeastOutstandingRequestsRouter, tyro.conf.subcommand("lor")]
-    | Annotated[LeastWaitingRouter, tyro.conf.subcommand("least_waiting")]
-    | Annotated[LeastOutstandingPrefillRouter, tyro.conf.subcommand("lop")]
-    | Annotated[StickyRouter, tyro.conf.subcommand("sticky")]
-    | Annotated[PrefixAwareRouter, tyro.conf.subcommand("prefix_aware")]
-    | Annotated[LopBinaryRouter, tyro.conf.subcommand("lop_binary")]
-    | Annotated[LopBatchEndRouter, tyro.conf.subcommand("lop_batch_end")]
-    | Annotated[LopUncachedRouter, tyro.conf.subcommand("lop_uncached")]
-    | Annotated[StickyRoundRobinRouter, tyro.conf.subcommand("sticky_round_robin")]
-    | Annotated[StickyLorRouter, tyro.conf.subcommand("sticky_lor")]
-    | Annotated[
-        TolerantStickyLopUncachedRouter, tyro.conf.subcommand("tolerant_sticky_lop_uncached")
-    ]
-    | Annotated[RankedStickyLopUncachedRouter, tyro.conf.subcommand("ranked_sticky_lop_uncached")]
+    Annotated[RoundRobinRouter, Subcommand("round_robin")]
+    | Annotated[RandomRouter, Subcommand("random")]
+    | Annotated[LeastOutstandingRequestsRouter, Subcommand("lor")]
+    | Annotated[LeastWaitingRouter, Subcommand("least_waiting")]
+    | Annotated[LeastOutstandingPrefillRouter, Subcommand("lop")]
+    | Annotated[StickyRouter, Subcommand("sticky")]
+    | Annotated[PrefixAwareRouter, Subcommand("prefix_aware")]
+    | Annotated[LopBinaryRouter, Subcommand("lop_binary")]
+    | Annotated[LopBatchEndRouter, Subcommand("lop_batch_end")]
+    | Annotated[LopUncachedRouter, Subcommand("lop_uncached")]
+    | Annotated[StickyRoundRobinRouter, Subcommand("sticky_round_robin")]
+    | Annotated[StickyLorRouter, Subcommand("sticky_lor")]
+    | Annotated[TolerantStickyLopUncachedRouter, Subcommand("tolerant_sticky_lop_uncached")]
+    | Annotated[RankedStickyLopUncachedRouter, Subcommand("ranked_sticky_lop_uncached")]
 )
 
 # routers that pin sessions, and so need session ids in the workload
@@ -372,7 +369,7 @@ class ClusterConfig:
     """Identical replicas behind the router."""
     memory_margin_fraction: float = 0.1
     """GPU memory kept free by the planner."""
-    pools: tyro.conf.Suppress[tuple[PoolConfig, ...]] = ()
+    pools: Suppress[tuple[PoolConfig, ...]] = ()
     """Heterogeneous cluster: a list of pools (config files only; docs/pools.md), their
     replicas behind the cluster's router (and a pool's own), numbered pool by pool. Empty =
     one pool made of device, node, tp, pp and num_replicas above; when given, those fields
@@ -429,9 +426,9 @@ class SimConfig:
 
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     workload: (
-        Annotated[SyntheticWorkload, tyro.conf.subcommand("synthetic")]
-        | Annotated[TraceWorkload, tyro.conf.subcommand("trace")]
-        | Annotated[ClosedLoopWorkload, tyro.conf.subcommand("closed_loop")]
+        Annotated[SyntheticWorkload, Subcommand("synthetic")]
+        | Annotated[TraceWorkload, Subcommand("trace")]
+        | Annotated[ClosedLoopWorkload, Subcommand("closed_loop")]
     ) = field(default_factory=SyntheticWorkload)
     scheduler: Scheduler = field(default_factory=VllmV1Scheduler)
     router: Router = field(default_factory=RoundRobinRouter)

@@ -7,7 +7,7 @@ its full field path (e.g. `workload.intervals.qps`).
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-import tyro
+from vidur_fast.config.markers import Subcommand
 
 # ---- length generators ----
 
@@ -67,10 +67,10 @@ class TraceLengths:
 
 
 LengthGenerator = (
-    Annotated[FixedLengths, tyro.conf.subcommand("fixed")]
-    | Annotated[UniformLengths, tyro.conf.subcommand("uniform")]
-    | Annotated[ZipfLengths, tyro.conf.subcommand("zipf")]
-    | Annotated[TraceLengths, tyro.conf.subcommand("trace")]
+    Annotated[FixedLengths, Subcommand("fixed")]
+    | Annotated[UniformLengths, Subcommand("uniform")]
+    | Annotated[ZipfLengths, Subcommand("zipf")]
+    | Annotated[TraceLengths, Subcommand("trace")]
 )
 
 # ---- interval generators ----
@@ -121,11 +121,11 @@ class TraceIntervals:
 
 
 IntervalGenerator = (
-    Annotated[PoissonIntervals, tyro.conf.subcommand("poisson")]
-    | Annotated[GammaIntervals, tyro.conf.subcommand("gamma")]
-    | Annotated[StaticIntervals, tyro.conf.subcommand("static")]
-    | Annotated[UniformIntervals, tyro.conf.subcommand("uniform")]
-    | Annotated[TraceIntervals, tyro.conf.subcommand("trace")]
+    Annotated[PoissonIntervals, Subcommand("poisson")]
+    | Annotated[GammaIntervals, Subcommand("gamma")]
+    | Annotated[StaticIntervals, Subcommand("static")]
+    | Annotated[UniformIntervals, Subcommand("uniform")]
+    | Annotated[TraceIntervals, Subcommand("trace")]
 )
 
 # ---- workloads ----
@@ -246,7 +246,7 @@ class TraceWorkload:
 
 
 Workload = (
-    Annotated[SyntheticWorkload, tyro.conf.subcommand("synthetic")]
-    | Annotated[TraceWorkload, tyro.conf.subcommand("trace")]
-    | Annotated[ClosedLoopWorkload, tyro.conf.subcommand("closed_loop")]
+    Annotated[SyntheticWorkload, Subcommand("synthetic")]
+    | Annotated[TraceWorkload, Subcommand("trace")]
+    | Annotated[ClosedLoopWorkload, Subcommand("closed_loop")]
 )

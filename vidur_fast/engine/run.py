@@ -1,6 +1,7 @@
 """Drive the kernel loop: allocate state, resume after log flushes, report progress."""
 
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -109,6 +110,13 @@ def kernel_cached(dispatcher) -> bool | None:
         return None
 
 
+def _ignoring_errors(fn: Callable[[], object]) -> None:
+    try:
+        fn()
+    except Exception:  # the caller meets the error again when it does the work itself
+        pass
+
+
 def _note(bar, msg: str) -> None:
     if bar is not None:
         bar.write(msg, file=sys.stderr)
@@ -146,6 +154,7 @@ def run_engine(
     compress_batches: bool = True,
     pools: PoolParams | None = None,
     pd_setup: Callable | None = None,
+    alongside: Callable[[], object] | None = None,
 ) -> EngineOutput:
     """Simulate until every request finished (or was rejected) or the time limit passed.
 
@@ -163,6 +172,9 @@ def run_engine(
     the request count returning the kernels' PDState (kernels/pd.py); its routers
     (PDState.rt) left empty = the cluster router (sp) over each role's replicas. None = no
     disaggregation, one cluster router.
+    alongside: work for a second thread while the loop runs (the kernel holds no GIL), such
+    as the imports of the caller's output writers; its errors are ignored (the caller meets
+    them again when it does that work itself). The loop's result waits for it.
     """
     arrival_s = np.asarray(arrival_s, dtype=np.float64)
     known = np.isfinite(arrival_s)
@@ -258,6 +270,10 @@ def run_engine(
     jit_s = time.perf_counter() - t0
     if compiling:
         _note(bar, f"compiled the simulation loop in {jit_s:.0f} s")
+    side = None
+    if alongside is not None:
+        side = threading.Thread(target=_ignoring_errors, args=(alongside,), daemon=True)
+        side.start()
     t0, c0 = time.perf_counter(), time.thread_time()
     while True:
         before = (lstate[LS_NOW], lstate[LS_NEXT_REQ], lstate[LS_DONE])
@@ -277,6 +293,8 @@ def run_engine(
             continue
         break
     loop_s, loop_cpu_s = time.perf_counter() - t0, time.thread_time() - c0
+    if side is not None:
+        side.join()
     if bar is not None:
         bar.close()
         if bar.disable:  # stderr is not a terminal: one line for the phase instead of a bar

@@ -27,8 +27,10 @@ def engine_arrivals(arrival_s: np.ndarray, service: np.ndarray, servers: int = 1
     s = np.asarray(service, dtype=np.float64)
     if a.shape[0] == 0 or not np.any(s > 0):
         return a.copy()
+    from vidur_fast.jit_start import start_numba_target
     from vidur_fast.kernels.front_end import fifo_servers_nb
 
+    start_numba_target()  # before the first kernel (jit_start.py)
     out = np.empty_like(a)
     fifo_servers_nb(a, s, np.zeros(max(1, servers), dtype=np.float64), out)
     return out
