@@ -260,11 +260,11 @@ def _launch_timed_nb(reps, reqs, log, grids, tp, p, r, s, now_ns, policy):
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
-def _finish_batch_nb(reps, kv, reqs, hist, cl, p, pools, pd, r, s, now_ns, policy, pd_on):
+def _finish_batch_nb(reps, kv, reqs, hist, cl, p, pools, pd, r, s, now_ns, policy, pd_on, router):
     """Apply a finished batch: token updates, completions, frees, requeue the rest; in a
     closed loop each completion releases its client's next request. With prefill/decode
     pools (pd_on) a prefill that completes on a prefill replica is handed off (kernels/pd.py).
-    policy: p.policy (a constant in the compiled loop, see run_nb).
+    policy, router: p.policy, p.router (constants in the compiled loop, see run_nb).
 
     Mutates: reps, kv, reqs, hist, cl, pd.
     Returns: requests completed (or -1 on a broken invariant).
@@ -283,7 +283,7 @@ def _finish_batch_nb(reps, kv, reqs, hist, cl, p, pools, pd, r, s, now_ns, polic
             ):
                 rt_prefill_end_nb(reps, reqs, pd.rt, r, i)
         elif g_before == 0 and reqs.generated[i] == 1:
-            on_prefill_end_nb(reps, reqs, p, r, i)
+            on_prefill_end_nb(reps, reqs, r, i, router)
         if complete and pd_on and pd_hands_off_nb(reqs, pd, r, i):
             if reqs.status[i] == ReqStatus.PREEMPTED:
                 # NOTE(vllm): stale output (async) finished a preempted prefill: off the queue
@@ -300,7 +300,7 @@ def _finish_batch_nb(reps, kv, reqs, hist, cl, p, pools, pd, r, s, now_ns, polic
             if pd_on:
                 rt_request_end_nb(reps, pd.rt, r)
             else:
-                on_request_end_nb(reps, reqs, p, r, i)
+                on_request_end_nb(reps, r, router)
             done += 1
             if cl.heap_t.shape[0] > 0:
                 release_next_nb(cl, reqs, i, now_ns)
@@ -314,7 +314,7 @@ def _finish_batch_nb(reps, kv, reqs, hist, cl, p, pools, pd, r, s, now_ns, polic
     if pd_on:
         rt_batch_end_nb(reps, pd.rt, r, s)
     else:
-        on_batch_end_nb(reps, p, r, s)
+        on_batch_end_nb(reps, r, s, router)
     reps.bat_n[r, s] = 0
     reps.bat_end[r, s] = NEVER
     reps.inflight[r] -= 1
@@ -339,6 +339,7 @@ def _run_loop_nb(
     policy,
     pools_on,
     pd_on,
+    router,
 ):
     """Advance the cluster until all requests finish, the time limit passes, the batch log
     fills, or max_steps loop iterations ran. Resumable: all progress lives in the arrays.
@@ -358,10 +359,10 @@ def _run_loop_nb(
     arrivals and hand-offs are routed by pd.rt's router groups (also in a cluster of mixed
     pools with routers of their own: every replica mixed, no transfers); empty = no
     disaggregation, the one cluster router (route_request_nb).
-    policy, pools_on and pd_on (p.policy, pools.rep_pool.shape[0] > 0, pd.role.shape[0] > 0)
-    are constants of the compiled loop (loop_kernel): the branches of other schedulers, and
-    those of several pools or of disaggregation when the run has none, are dropped before
-    typing.
+    policy, pools_on, pd_on and router (p.policy, pools.rep_pool.shape[0] > 0,
+    pd.role.shape[0] > 0, p.router) are constants of the compiled loop (loop_kernel): the
+    branches of other schedulers and routers, and those of several pools or of disaggregation
+    when the run has none, are dropped before typing.
     Mutates: reqs, reps, kv, log, run (loop cursor, router state, TBT histogram), cl,
     grids.counters, pd.
     Returns: a RunStatus.
@@ -415,7 +416,7 @@ def _run_loop_nb(
             if pd_on:
                 rr = pd_route_nb(reps, kv, reqs, pd, p, nr)
             else:
-                rr = route_request_nb(reps, rstate, kv, reqs, p, nr)
+                rr = route_request_nb(reps, rstate, kv, reqs, p, nr, router)
             reqs.replica[nr] = rr
             reqs.status[nr] = ReqStatus.WAITING
             wq_push_back_nb(reps, reqs, rr, nr)
@@ -439,7 +440,7 @@ def _run_loop_nb(
                     s_end = s
         if s_end >= 0:
             d = _finish_batch_nb(
-                reps, kv, reqs, hist, cl, pr, pools, pd, r, s_end, t_rep, policy, pd_on
+                reps, kv, reqs, hist, cl, pr, pools, pd, r, s_end, t_rep, policy, pd_on, router
             )
             if d < 0:
                 return RunStatus.BROKEN
@@ -477,9 +478,10 @@ def _run_loop_nb(
     return RunStatus.MAX_STEPS
 
 
-def _loop_entry(policy: int, pools_on: bool, pd_on: bool):
-    """A compiled loop for one scheduler policy, with or without several pools and PD pools
-    (cached on disk; each variant is its own entry in Numba's cache)."""
+def _loop_entry(policy: int, pools_on: bool, pd_on: bool, router: int):
+    """A compiled loop for one scheduler policy, with or without several pools and PD pools,
+    for one cluster router (cached on disk; each variant is its own entry in Numba's
+    cache)."""
 
     @njit(cache=True, nogil=True, _nrt=False)
     def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, pools, pd, limit_ns, max_steps):
@@ -500,6 +502,7 @@ def _loop_entry(policy: int, pools_on: bool, pd_on: bool):
             policy,
             pools_on,
             pd_on,
+            router,
         )
 
     return run_nb
@@ -508,12 +511,14 @@ def _loop_entry(policy: int, pools_on: bool, pd_on: bool):
 _ENTRIES: dict = {}
 
 
-def loop_kernel(policy: int, pools_on: bool = False, pd_on: bool = False):
+def loop_kernel(policy: int, pools_on: bool, pd_on: bool, router: int):
     """The compiled loop (a Numba dispatcher) for scheduler policy (codes.SchedPolicy), with
-    (pools_on) or without several pools and with (pd_on) or without prefill/decode pools. Only
-    that scheduler's kernels, and the pool and PD code only when on, are typed and compiled:
-    a first run compiles what its configuration uses."""
-    key = (int(policy), bool(pools_on), bool(pd_on))
+    (pools_on) or without several pools, with (pd_on) or without prefill/decode pools, and for
+    cluster router `router` (codes.RouterPolicy; with PD pools the route groups of kernels/pd.py
+    route and it does not matter). Only that scheduler's and that router's kernels, and the
+    pool and PD code only when on, are typed and compiled: a first run compiles what its
+    configuration uses."""
+    key = (int(policy), bool(pools_on), bool(pd_on), 0 if pd_on else int(router))
     k = _ENTRIES.get(key)
     if k is None:
         k = _ENTRIES[key] = _loop_entry(*key)
@@ -522,6 +527,7 @@ def loop_kernel(policy: int, pools_on: bool = False, pd_on: bool = False):
 
 def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, pools, pd, limit_ns, max_steps):
     """Run the simulation loop (_run_loop_nb) compiled for p.policy, several pools or one
-    (pools.rep_pool empty) and PD pools or none (pd.role empty). Returns: a RunStatus."""
-    kernel = loop_kernel(p.policy, pools.rep_pool.shape[0] > 0, pd.role.shape[0] > 0)
+    (pools.rep_pool empty), PD pools or none (pd.role empty) and p.router. Returns: a
+    RunStatus."""
+    kernel = loop_kernel(p.policy, pools.rep_pool.shape[0] > 0, pd.role.shape[0] > 0, p.router)
     return kernel(reqs, reps, kv, log, run, cl, grids, tp, p, pools, pd, limit_ns, max_steps)

@@ -7,6 +7,11 @@ replica finished; lop_uncached and the tolerant/ranked sticky routers the prompt
 replica does not hold in its prefix cache, until the prefill completes. What a request added
 is kept in reqs.route_load and taken off at its first prefill end. Ties go to the lowest
 replica id (Vidur canary breaks them at random).
+
+The cluster router's kernels (route_request_nb and the on_*_end_nb hooks) take the router as
+an argument that the loop passes as a constant (kernels/loop.py compiles one loop per
+router), so only the chosen router's branches and helpers are compiled. The route groups of
+disaggregated and per-pool routing (rt_*_nb) read their routers from RouteGroups at run time.
 """
 
 from typing import NamedTuple
@@ -25,6 +30,23 @@ SESSION_ROUTERS = (
     RouterPolicy.TOLERANT_STICKY_LOP_UNCACHED,
     RouterPolicy.RANKED_STICKY_LOP_UNCACHED,
 )
+
+
+# plain ints (not enum attributes), so that Numba can fold `policy == _LOP` for a constant policy
+_ROUND_ROBIN = int(RouterPolicy.ROUND_ROBIN)
+_RANDOM = int(RouterPolicy.RANDOM)
+_LOR = int(RouterPolicy.LOR)
+_LOP = int(RouterPolicy.LOP)
+_STICKY = int(RouterPolicy.STICKY)
+_PREFIX_AWARE = int(RouterPolicy.PREFIX_AWARE)
+_LEAST_WAITING = int(RouterPolicy.LEAST_WAITING)
+_LOP_BINARY = int(RouterPolicy.LOP_BINARY)
+_LOP_BATCH_END = int(RouterPolicy.LOP_BATCH_END)
+_LOP_UNCACHED = int(RouterPolicy.LOP_UNCACHED)
+_STICKY_ROUND_ROBIN = int(RouterPolicy.STICKY_ROUND_ROBIN)
+_STICKY_LOR = int(RouterPolicy.STICKY_LOR)
+_TOLERANT = int(RouterPolicy.TOLERANT_STICKY_LOP_UNCACHED)
+_RANKED = int(RouterPolicy.RANKED_STICKY_LOP_UNCACHED)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -55,35 +77,6 @@ def _pins_sessions_nb(policy):
         or policy == RouterPolicy.TOLERANT_STICKY_LOP_UNCACHED
         or policy == RouterPolicy.RANKED_STICKY_LOP_UNCACHED
     )
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def _until_prefill_end_nb(p):
-    """Whether the router's load of a request lasts until its first prefill completes.
-
-    Mutates: nothing.
-    Returns: bool.
-    """
-    r = p.router
-    return (
-        r == RouterPolicy.LOP
-        or r == RouterPolicy.STICKY
-        or r == RouterPolicy.PREFIX_AWARE
-        or r == RouterPolicy.LOP_BINARY
-        or r == RouterPolicy.LOP_UNCACHED
-        or r == RouterPolicy.TOLERANT_STICKY_LOP_UNCACHED
-        or r == RouterPolicy.RANKED_STICKY_LOP_UNCACHED
-    )
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def _counts_requests_nb(p):
-    """Whether the router's load is requests routed and not finished (lor, sticky_lor).
-
-    Mutates: nothing.
-    Returns: bool.
-    """
-    return p.router == RouterPolicy.LOR or p.router == RouterPolicy.STICKY_LOR
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -176,10 +169,13 @@ def _route_prefix_aware_nb(reps, kv, reqs, p, i):
     return best
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def route_request_nb(reps, rstate, kv, reqs, p, i):
-    """Choose the replica of request i.
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def route_request_nb(reps, rstate, kv, reqs, p, i, policy):
+    """Choose the replica of request i with router policy (p.router).
 
+    policy is a constant in the compiled loop (kernels/loop.py compiles one loop per router):
+    the branches of other routers are dropped before typing, so only this router's kernels
+    are compiled (its branches compare policy with plain ints, which Numba can fold).
     rstate: int64 scratch (rstate[RSTATE_RR] = round-robin counter, then from RSTATE_SESSIONS
     one replica per dense session id for the session routers, NO_ID until the session is first
     routed); random routing reads the request's pre-drawn uniform reqs.u_route[i].
@@ -191,94 +187,103 @@ def route_request_nb(reps, rstate, kv, reqs, p, i):
     Returns: replica index.
     """
     n = p.num_replicas
-    policy = p.router
     sid = reqs.session[i]
+    pins = (
+        policy == _STICKY
+        or policy == _STICKY_ROUND_ROBIN
+        or policy == _STICKY_LOR
+        or policy == _TOLERANT
+        or policy == _RANKED
+    )
     pinned = -1
-    if _pins_sessions_nb(policy) and sid >= 0:
+    if pins and sid >= 0:
         pinned = rstate[RSTATE_SESSIONS + sid]
     if n == 1:
         r = 0
-    elif policy == RouterPolicy.ROUND_ROBIN or (
-        policy == RouterPolicy.STICKY_ROUND_ROBIN and pinned < 0
-    ):
+    elif policy == _ROUND_ROBIN or (policy == _STICKY_ROUND_ROBIN and pinned < 0):
         r = rstate[RSTATE_RR] % n
         rstate[RSTATE_RR] += 1
-    elif policy == RouterPolicy.RANDOM:
+    elif policy == _RANDOM:
         r = int(reqs.u_route[i] * n)
         if r >= n:
             r = n - 1
     elif pinned >= 0 and (
-        policy == RouterPolicy.STICKY
-        or policy == RouterPolicy.STICKY_ROUND_ROBIN
-        or policy == RouterPolicy.STICKY_LOR
-        or _keeps_session_nb(reps, kv, reqs, p, i, pinned)
+        policy == _STICKY
+        or policy == _STICKY_ROUND_ROBIN
+        or policy == _STICKY_LOR
+        or (
+            (policy == _TOLERANT or policy == _RANKED)
+            and _keeps_session_nb(reps, kv, reqs, p, i, pinned)
+        )
     ):
         r = pinned
-    elif policy == RouterPolicy.PREFIX_AWARE:
+    elif policy == _PREFIX_AWARE:
         r = _route_prefix_aware_nb(reps, kv, reqs, p, i)
-    elif policy == RouterPolicy.LEAST_WAITING:
+    elif policy == _LEAST_WAITING:
         # Vidur main's lor: the replica with the shortest waiting queue (running requests are
         # not counted); the request joins that queue right away
         r = _argmin_nb(reps.wq_len)
-    elif (
-        policy == RouterPolicy.LOP_UNCACHED
-        or policy == RouterPolicy.TOLERANT_STICKY_LOP_UNCACHED
-        or policy == RouterPolicy.RANKED_STICKY_LOP_UNCACHED
-    ):
+    elif policy == _LOP_UNCACHED or policy == _TOLERANT or policy == _RANKED:
         r = _least_imbalance_nb(reps, kv, reqs, p, i)
     else:
         r = _argmin_nb(reps.pending)
-    if _pins_sessions_nb(policy) and sid >= 0:
+    if pins and sid >= 0:
         rstate[RSTATE_SESSIONS + sid] = r
     load = 0
-    if _counts_requests_nb(p) or policy == RouterPolicy.LOP_BINARY:
+    if policy == _LOR or policy == _STICKY_LOR or policy == _LOP_BINARY:
         load = 1
-    elif (
-        policy == RouterPolicy.LOP_UNCACHED
-        or policy == RouterPolicy.TOLERANT_STICKY_LOP_UNCACHED
-        or policy == RouterPolicy.RANKED_STICKY_LOP_UNCACHED
-    ):
+    elif policy == _LOP_UNCACHED or policy == _TOLERANT or policy == _RANKED:
         load = _uncached_nb(kv, reqs, p, r, i)
-    elif _until_prefill_end_nb(p) or policy == RouterPolicy.LOP_BATCH_END:
+    elif policy == _LOP or policy == _STICKY or policy == _PREFIX_AWARE or policy == _LOP_BATCH_END:
         load = reqs.prompt[i]
     reps.pending[r] += load
     reqs.route_load[i] = load
     return r
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def on_prefill_end_nb(reps, reqs, p, r, i):
-    """Router bookkeeping when request i first completes its prefill on replica r.
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def on_prefill_end_nb(reps, reqs, r, i, policy):
+    """Router bookkeeping when request i first completes its prefill on replica r: the
+    routers whose load lasts until then take it off (policy: as route_request_nb).
 
     NOTE(fix): subtracts what was added at routing, not the current (restart-changed) prompt,
     so the counter cannot drift.
     Mutates: reps.pending.
     Returns: nothing.
     """
-    if _until_prefill_end_nb(p):
+    if (
+        policy == _LOP
+        or policy == _STICKY
+        or policy == _PREFIX_AWARE
+        or policy == _LOP_BINARY
+        or policy == _LOP_UNCACHED
+        or policy == _TOLERANT
+        or policy == _RANKED
+    ):
         reps.pending[r] -= reqs.route_load[i]
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def on_batch_end_nb(reps, p, r, s):
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def on_batch_end_nb(reps, r, s, policy):
     """lop_batch_end: a finished batch takes its prompt tokens off the replica's load (tokens
     served from the prefix cache are never taken off, as in Vidur canary).
 
     Mutates: reps.pending.
     Returns: nothing.
     """
-    if p.router == RouterPolicy.LOP_BATCH_END:
+    if policy == _LOP_BATCH_END:
         reps.pending[r] -= reps.bat_npre[r, s]
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def on_request_end_nb(reps, reqs, p, r, i):
-    """Router bookkeeping when request i completes on replica r.
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def on_request_end_nb(reps, r, policy):
+    """Router bookkeeping when a request completes on replica r (lor, sticky_lor count
+    requests).
 
     Mutates: reps.pending.
     Returns: nothing.
     """
-    if _counts_requests_nb(p):
+    if policy == _LOR or policy == _STICKY_LOR:
         reps.pending[r] -= 1
 
 

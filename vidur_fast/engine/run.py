@@ -242,7 +242,7 @@ def run_engine(
 
     # A zero-step call loads (or compiles) the kernels, so loop_s is simulation time only.
     pd_on = pd_state.role.shape[0] > 0
-    kernel = loop.loop_kernel(sp.policy, pools.rep_pool.shape[0] > 0, pd_on)
+    kernel = loop.loop_kernel(sp.policy, pools.rep_pool.shape[0] > 0, pd_on, sp.router)
     compiling = progress and kernel_cached(kernel) is False
     if compiling:
         what = SchedPolicy(sp.policy).name.lower() + (" with PD pools" if pd_on else "")
