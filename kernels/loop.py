@@ -102,13 +102,15 @@ def _batch_features_nb(reps, reqs, tp, p, r, s, policy):
     Returns: (tokens, decode requests, their kv sum, prefill requests, their kv feature, sum
     of squared prefill chunks, prefill tokens).
     """
-    n_tok = 0
-    n_dec = 0
-    dec_kv = 0
-    n_pre = 0
-    pre_kv = 0
-    pre_sq = 0
-    pre_tok = 0
+    # typed int64 from the start: a literal 0 would make Numba compile stage_time_ms_nb once
+    # more for the literal it sees first
+    n_tok = np.int64(0)
+    n_dec = np.int64(0)
+    dec_kv = np.int64(0)
+    n_pre = np.int64(0)
+    pre_kv = np.int64(0)
+    pre_sq = np.int64(0)
+    pre_tok = np.int64(0)
     for k in range(reps.bat_n[r, s]):
         i = reps.bat_req[r, s, k]
         n = reps.bat_tok[r, s, k]
@@ -147,7 +149,8 @@ def _run_stages_nb(reps, grids, tp, p, r, n_tok, n_dec, dec_kv, n_pre, pre_kv, p
         # NOTE(vllm): with async scheduling the host work of a step (scheduling, input
         # preparation, output processing) overlaps the step in flight: only the part that
         # outlasts it delays the GPU. pp = 1 here.
-        ms = stage_time_ms_nb(grids, tp, n_tok, n_dec, dec_kv, n_pre, pre_kv, pre_sq, True)
+        last = np.bool_(True)  # not a literal: one compiled stage_time_ms_nb for both paths
+        ms = stage_time_ms_nb(grids, tp, n_tok, n_dec, dec_kv, n_pre, pre_kv, pre_sq, last)
         dur = np.int64(round(ms * NS_PER_MS))
         if dur < 1:
             dur = 1
