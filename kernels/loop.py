@@ -37,6 +37,7 @@ from vidur_fast.kernels.router import (
     on_batch_end_nb,
     on_prefill_end_nb,
     on_request_end_nb,
+    reads_cache,
     route_request_nb,
     rt_batch_end_nb,
     rt_prefill_end_nb,
@@ -263,11 +264,11 @@ def _launch_timed_nb(reps, reqs, log, grids, tp, p, r, s, now_ns, policy):
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
-def _finish_batch_nb(reps, kv, reqs, hist, cl, p, pools, pd, r, s, now_ns, policy, pd_on, router):
+def _finish_batch_nb(reps, kv, reqs, hist, cl, p, pools, pd, r, s, now_ns, policy, pd_on):
     """Apply a finished batch: token updates, completions, frees, requeue the rest; in a
     closed loop each completion releases its client's next request. With prefill/decode
     pools (pd_on) a prefill that completes on a prefill replica is handed off (kernels/pd.py).
-    policy, router: p.policy, p.router (constants in the compiled loop, see run_nb).
+    policy: p.policy (a constant in the compiled loop, see run_nb).
 
     Mutates: reps, kv, reqs, hist, cl, pd.
     Returns: requests completed (or -1 on a broken invariant).
@@ -286,7 +287,7 @@ def _finish_batch_nb(reps, kv, reqs, hist, cl, p, pools, pd, r, s, now_ns, polic
             ):
                 rt_prefill_end_nb(reps, reqs, pd.rt, r, i)
         elif g_before == 0 and reqs.generated[i] == 1:
-            on_prefill_end_nb(reps, reqs, r, i, router)
+            on_prefill_end_nb(reps, reqs, r, i, p.router)
         if complete and pd_on and pd_hands_off_nb(reqs, pd, r, i):
             if reqs.status[i] == ReqStatus.PREEMPTED:
                 # NOTE(vllm): stale output (async) finished a preempted prefill: off the queue
@@ -303,7 +304,7 @@ def _finish_batch_nb(reps, kv, reqs, hist, cl, p, pools, pd, r, s, now_ns, polic
             if pd_on:
                 rt_request_end_nb(reps, pd.rt, r)
             else:
-                on_request_end_nb(reps, r, router)
+                on_request_end_nb(reps, r, p.router)
             done += 1
             if cl.heap_t.shape[0] > 0:
                 release_next_nb(cl, reqs, i, now_ns)
@@ -317,7 +318,7 @@ def _finish_batch_nb(reps, kv, reqs, hist, cl, p, pools, pd, r, s, now_ns, polic
     if pd_on:
         rt_batch_end_nb(reps, pd.rt, r, s)
     else:
-        on_batch_end_nb(reps, r, s, router)
+        on_batch_end_nb(reps, r, s, p.router)
     reps.bat_n[r, s] = 0
     reps.bat_end[r, s] = NEVER
     reps.inflight[r] -= 1
@@ -342,7 +343,7 @@ def _run_loop_nb(
     policy,
     pools_on,
     pd_on,
-    router,
+    cache_router,
 ):
     """Advance the cluster until all requests finish, the time limit passes, the batch log
     fills, or max_steps loop iterations ran. Resumable: all progress lives in the arrays.
@@ -362,10 +363,11 @@ def _run_loop_nb(
     arrivals and hand-offs are routed by pd.rt's router groups (also in a cluster of mixed
     pools with routers of their own: every replica mixed, no transfers); empty = no
     disaggregation, the one cluster router (route_request_nb).
-    policy, pools_on, pd_on and router (p.policy, pools.rep_pool.shape[0] > 0,
-    pd.role.shape[0] > 0, p.router) are constants of the compiled loop (loop_kernel): the
-    branches of other schedulers and routers, and those of several pools or of disaggregation
-    when the run has none, are dropped before typing.
+    policy, pools_on, pd_on and cache_router (p.policy, pools.rep_pool.shape[0] > 0,
+    pd.role.shape[0] > 0, router.reads_cache(p.router)) are constants of the compiled loop
+    (loop_kernel): the branches of other schedulers, those of several pools or of
+    disaggregation when the run has none, and the cache look-ups of routing when the router
+    makes none, are dropped before typing.
     Mutates: reqs, reps, kv, log, run (loop cursor, router state, TBT histogram), cl,
     grids.counters, pd.
     Returns: a RunStatus.
@@ -419,7 +421,7 @@ def _run_loop_nb(
             if pd_on:
                 rr = pd_route_nb(reps, kv, reqs, pd, p, nr)
             else:
-                rr = route_request_nb(reps, rstate, kv, reqs, p, nr, router)
+                rr = route_request_nb(reps, rstate, kv, reqs, p, nr, cache_router)
             reqs.replica[nr] = rr
             reqs.status[nr] = ReqStatus.WAITING
             wq_push_back_nb(reps, reqs, rr, nr)
@@ -443,7 +445,7 @@ def _run_loop_nb(
                     s_end = s
         if s_end >= 0:
             d = _finish_batch_nb(
-                reps, kv, reqs, hist, cl, pr, pools, pd, r, s_end, t_rep, policy, pd_on, router
+                reps, kv, reqs, hist, cl, pr, pools, pd, r, s_end, t_rep, policy, pd_on
             )
             if d < 0:
                 return RunStatus.BROKEN
@@ -481,10 +483,10 @@ def _run_loop_nb(
     return RunStatus.MAX_STEPS
 
 
-def _loop_entry(policy: int, pools_on: bool, pd_on: bool, router: int):
+def _loop_entry(policy: int, pools_on: bool, pd_on: bool, cache_router: bool):
     """A compiled loop for one scheduler policy, with or without several pools and PD pools,
-    for one cluster router (cached on disk; each variant is its own entry in Numba's
-    cache)."""
+    for the cluster routers that read the prefix caches or for the others (cached on disk;
+    each variant is its own entry in Numba's cache)."""
 
     @njit(cache=True, nogil=True, _nrt=False)
     def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, pools, pd, limit_ns, max_steps):
@@ -505,7 +507,7 @@ def _loop_entry(policy: int, pools_on: bool, pd_on: bool, router: int):
             policy,
             pools_on,
             pd_on,
-            router,
+            cache_router,
         )
 
     return run_nb
@@ -517,11 +519,12 @@ _ENTRIES: dict = {}
 def loop_kernel(policy: int, pools_on: bool, pd_on: bool, router: int):
     """The compiled loop (a Numba dispatcher) for scheduler policy (codes.SchedPolicy), with
     (pools_on) or without several pools, with (pd_on) or without prefill/decode pools, and for
-    cluster router `router` (codes.RouterPolicy; with PD pools the route groups of kernels/pd.py
-    route and it does not matter). Only that scheduler's and that router's kernels, and the
-    pool and PD code only when on, are typed and compiled: a first run compiles what its
-    configuration uses."""
-    key = (int(policy), bool(pools_on), bool(pd_on), 0 if pd_on else int(router))
+    cluster router `router` (codes.RouterPolicy): one loop serves the routers that read the
+    prefix caches (router.CACHE_ROUTERS), one the others; with PD pools the route groups of
+    kernels/pd.py route and the router does not matter. Only that scheduler's kernels, the
+    cache look-ups of routing only for those routers, and the pool and PD code only when on,
+    are typed and compiled: a first run compiles what its configuration uses."""
+    key = (int(policy), bool(pools_on), bool(pd_on), not pd_on and reads_cache(router))
     k = _ENTRIES.get(key)
     if k is None:
         k = _ENTRIES[key] = _loop_entry(*key)

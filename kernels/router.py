@@ -8,10 +8,11 @@ replica does not hold in its prefix cache, until the prefill completes. What a r
 is kept in reqs.route_load and taken off at its first prefill end. Ties go to the lowest
 replica id (Vidur canary breaks them at random).
 
-The cluster router's kernels (route_request_nb and the on_*_end_nb hooks) take the router as
-an argument that the loop passes as a constant (kernels/loop.py compiles one loop per
-router), so only the chosen router's branches and helpers are compiled. The route groups of
-disaggregated and per-pool routing (rt_*_nb) read their routers from RouteGroups at run time.
+route_request_nb takes whether the cluster router reads the prefix caches as an argument
+that the loop passes as a constant (kernels/loop.py compiles one loop for those routers and
+one for the others), so a run with a router that does not read them compiles none of the
+cache look-ups of routing. The route groups of disaggregated and per-pool routing (rt_*_nb)
+read their routers from RouteGroups at run time.
 """
 
 from typing import NamedTuple
@@ -21,6 +22,20 @@ from numba import njit
 from vidur_fast.kernels.codes import RSTATE_RR, RSTATE_SESSIONS, RouterPolicy
 from vidur_fast.kernels.dtypes import NO_ID
 from vidur_fast.kernels.kv import cached_prefix_blocks_nb
+
+# routers that look up the replicas' prefix caches (route_request_nb's cache_aware)
+CACHE_ROUTERS = (
+    RouterPolicy.PREFIX_AWARE,
+    RouterPolicy.LOP_UNCACHED,
+    RouterPolicy.TOLERANT_STICKY_LOP_UNCACHED,
+    RouterPolicy.RANKED_STICKY_LOP_UNCACHED,
+)
+
+
+def reads_cache(router: int) -> bool:
+    """Whether cluster router `router` (RouterPolicy) looks up the prefix caches."""
+    return int(router) in CACHE_ROUTERS
+
 
 # routers that pin a request's session to a replica (they keep one rstate slot per session)
 SESSION_ROUTERS = (
@@ -170,12 +185,13 @@ def _route_prefix_aware_nb(reps, kv, reqs, p, i):
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
-def route_request_nb(reps, rstate, kv, reqs, p, i, policy):
-    """Choose the replica of request i with router policy (p.router).
+def route_request_nb(reps, rstate, kv, reqs, p, i, cache_aware):
+    """Choose the replica of request i with the cluster router p.router.
 
-    policy is a constant in the compiled loop (kernels/loop.py compiles one loop per router):
-    the branches of other routers are dropped before typing, so only this router's kernels
-    are compiled (its branches compare policy with plain ints, which Numba can fold).
+    cache_aware: p.router is one of CACHE_ROUTERS (reads_cache). A constant in the compiled
+    loop (kernels/loop.py compiles one loop for these routers and one for the others): without
+    it the branches that look up the prefix cache are dropped before typing, and so are the
+    kernels they call.
     rstate: int64 scratch (rstate[RSTATE_RR] = round-robin counter, then from RSTATE_SESSIONS
     one replica per dense session id for the session routers, NO_ID until the session is first
     routed); random routing reads the request's pre-drawn uniform reqs.u_route[i].
@@ -187,6 +203,7 @@ def route_request_nb(reps, rstate, kv, reqs, p, i, policy):
     Returns: replica index.
     """
     n = p.num_replicas
+    policy = p.router
     sid = reqs.session[i]
     pins = (
         policy == _STICKY
@@ -212,18 +229,19 @@ def route_request_nb(reps, rstate, kv, reqs, p, i, policy):
         or policy == _STICKY_ROUND_ROBIN
         or policy == _STICKY_LOR
         or (
-            (policy == _TOLERANT or policy == _RANKED)
+            cache_aware
+            and (policy == _TOLERANT or policy == _RANKED)
             and _keeps_session_nb(reps, kv, reqs, p, i, pinned)
         )
     ):
         r = pinned
-    elif policy == _PREFIX_AWARE:
+    elif cache_aware and policy == _PREFIX_AWARE:
         r = _route_prefix_aware_nb(reps, kv, reqs, p, i)
     elif policy == _LEAST_WAITING:
         # Vidur main's lor: the replica with the shortest waiting queue (running requests are
         # not counted); the request joins that queue right away
         r = _argmin_nb(reps.wq_len)
-    elif policy == _LOP_UNCACHED or policy == _TOLERANT or policy == _RANKED:
+    elif cache_aware and (policy == _LOP_UNCACHED or policy == _TOLERANT or policy == _RANKED):
         r = _least_imbalance_nb(reps, kv, reqs, p, i)
     else:
         r = _argmin_nb(reps.pending)
@@ -232,7 +250,7 @@ def route_request_nb(reps, rstate, kv, reqs, p, i, policy):
     load = 0
     if policy == _LOR or policy == _STICKY_LOR or policy == _LOP_BINARY:
         load = 1
-    elif policy == _LOP_UNCACHED or policy == _TOLERANT or policy == _RANKED:
+    elif cache_aware and (policy == _LOP_UNCACHED or policy == _TOLERANT or policy == _RANKED):
         load = _uncached_nb(kv, reqs, p, r, i)
     elif policy == _LOP or policy == _STICKY or policy == _PREFIX_AWARE or policy == _LOP_BATCH_END:
         load = reqs.prompt[i]
@@ -244,7 +262,7 @@ def route_request_nb(reps, rstate, kv, reqs, p, i, policy):
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
 def on_prefill_end_nb(reps, reqs, r, i, policy):
     """Router bookkeeping when request i first completes its prefill on replica r: the
-    routers whose load lasts until then take it off (policy: as route_request_nb).
+    routers whose load lasts until then take it off (policy: p.router).
 
     NOTE(fix): subtracts what was added at routing, not the current (restart-changed) prompt,
     so the counter cannot drift.

@@ -187,7 +187,7 @@ def replay_case(case_dir: Path) -> ReplayResult:
         was_done = reqs.status == ReqStatus.FINISHED
         now_ns = int(round(clock * NS_PER_S))
         done += _finish_batch_nb(
-            reps, kv, reqs, hist, cl, p, pools, pd, 0, slot, now_ns, p.policy, False, p.router
+            reps, kv, reqs, hist, cl, p, pools, pd, 0, slot, now_ns, p.policy, False
         )
         for i in np.flatnonzero((reqs.status == ReqStatus.FINISHED) & ~was_done):
             flush = True
