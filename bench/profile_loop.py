@@ -56,14 +56,14 @@ def worker(name: str, shared: Path, out: Path) -> None:
 
     from vidur_fast.api import simulate
     from vidur_fast.config.validate import is_pd
-    from vidur_fast.params.setup import scheduler_policy
+    from vidur_fast.params.setup import router_code, scheduler_policy
 
     cfg = run_all.scenario_config(name, shared, str(out / "run"))
     if cfg is None:
         sys.exit(f"error: scenario {name} needs files under {shared}")
     result = simulate(cfg)
     pools_on, pd_on = bool(cfg.cluster.pools), is_pd(cfg.cluster)
-    kernel = loop.loop_kernel(scheduler_policy(cfg.scheduler), pools_on, pd_on)
+    kernel = loop.loop_kernel(scheduler_policy(cfg.scheduler), pools_on, pd_on, router_code(cfg))
     library = kernel.overloads[kernel.signatures[0]].library
     obj = out / "loop.o"
     try:

@@ -37,6 +37,7 @@ from vidur_fast.kernels.router import (
     on_batch_end_nb,
     on_prefill_end_nb,
     on_request_end_nb,
+    reads_cache,
     route_request_nb,
     rt_batch_end_nb,
     rt_prefill_end_nb,
@@ -102,13 +103,15 @@ def _batch_features_nb(reps, reqs, tp, p, r, s, policy):
     Returns: (tokens, decode requests, their kv sum, prefill requests, their kv feature, sum
     of squared prefill chunks, prefill tokens).
     """
-    n_tok = 0
-    n_dec = 0
-    dec_kv = 0
-    n_pre = 0
-    pre_kv = 0
-    pre_sq = 0
-    pre_tok = 0
+    # typed int64 from the start: a literal 0 would make Numba compile stage_time_ms_nb once
+    # more for the literal it sees first
+    n_tok = np.int64(0)
+    n_dec = np.int64(0)
+    dec_kv = np.int64(0)
+    n_pre = np.int64(0)
+    pre_kv = np.int64(0)
+    pre_sq = np.int64(0)
+    pre_tok = np.int64(0)
     for k in range(reps.bat_n[r, s]):
         i = reps.bat_req[r, s, k]
         n = reps.bat_tok[r, s, k]
@@ -147,7 +150,8 @@ def _run_stages_nb(reps, grids, tp, p, r, n_tok, n_dec, dec_kv, n_pre, pre_kv, p
         # NOTE(vllm): with async scheduling the host work of a step (scheduling, input
         # preparation, output processing) overlaps the step in flight: only the part that
         # outlasts it delays the GPU. pp = 1 here.
-        ms = stage_time_ms_nb(grids, tp, n_tok, n_dec, dec_kv, n_pre, pre_kv, pre_sq, True)
+        last = np.bool_(True)  # not a literal: one compiled stage_time_ms_nb for both paths
+        ms = stage_time_ms_nb(grids, tp, n_tok, n_dec, dec_kv, n_pre, pre_kv, pre_sq, last)
         dur = np.int64(round(ms * NS_PER_MS))
         if dur < 1:
             dur = 1
@@ -283,7 +287,7 @@ def _finish_batch_nb(reps, kv, reqs, hist, cl, p, pools, pd, r, s, now_ns, polic
             ):
                 rt_prefill_end_nb(reps, reqs, pd.rt, r, i)
         elif g_before == 0 and reqs.generated[i] == 1:
-            on_prefill_end_nb(reps, reqs, p, r, i)
+            on_prefill_end_nb(reps, reqs, r, i, p.router)
         if complete and pd_on and pd_hands_off_nb(reqs, pd, r, i):
             if reqs.status[i] == ReqStatus.PREEMPTED:
                 # NOTE(vllm): stale output (async) finished a preempted prefill: off the queue
@@ -300,7 +304,7 @@ def _finish_batch_nb(reps, kv, reqs, hist, cl, p, pools, pd, r, s, now_ns, polic
             if pd_on:
                 rt_request_end_nb(reps, pd.rt, r)
             else:
-                on_request_end_nb(reps, reqs, p, r, i)
+                on_request_end_nb(reps, r, p.router)
             done += 1
             if cl.heap_t.shape[0] > 0:
                 release_next_nb(cl, reqs, i, now_ns)
@@ -314,7 +318,7 @@ def _finish_batch_nb(reps, kv, reqs, hist, cl, p, pools, pd, r, s, now_ns, polic
     if pd_on:
         rt_batch_end_nb(reps, pd.rt, r, s)
     else:
-        on_batch_end_nb(reps, p, r, s)
+        on_batch_end_nb(reps, r, s, p.router)
     reps.bat_n[r, s] = 0
     reps.bat_end[r, s] = NEVER
     reps.inflight[r] -= 1
@@ -339,6 +343,7 @@ def _run_loop_nb(
     policy,
     pools_on,
     pd_on,
+    cache_router,
 ):
     """Advance the cluster until all requests finish, the time limit passes, the batch log
     fills, or max_steps loop iterations ran. Resumable: all progress lives in the arrays.
@@ -358,10 +363,11 @@ def _run_loop_nb(
     arrivals and hand-offs are routed by pd.rt's router groups (also in a cluster of mixed
     pools with routers of their own: every replica mixed, no transfers); empty = no
     disaggregation, the one cluster router (route_request_nb).
-    policy, pools_on and pd_on (p.policy, pools.rep_pool.shape[0] > 0, pd.role.shape[0] > 0)
-    are constants of the compiled loop (loop_kernel): the branches of other schedulers, and
-    those of several pools or of disaggregation when the run has none, are dropped before
-    typing.
+    policy, pools_on, pd_on and cache_router (p.policy, pools.rep_pool.shape[0] > 0,
+    pd.role.shape[0] > 0, router.reads_cache(p.router)) are constants of the compiled loop
+    (loop_kernel): the branches of other schedulers, those of several pools or of
+    disaggregation when the run has none, and the cache look-ups of routing when the router
+    makes none, are dropped before typing.
     Mutates: reqs, reps, kv, log, run (loop cursor, router state, TBT histogram), cl,
     grids.counters, pd.
     Returns: a RunStatus.
@@ -415,7 +421,7 @@ def _run_loop_nb(
             if pd_on:
                 rr = pd_route_nb(reps, kv, reqs, pd, p, nr)
             else:
-                rr = route_request_nb(reps, rstate, kv, reqs, p, nr)
+                rr = route_request_nb(reps, rstate, kv, reqs, p, nr, cache_router)
             reqs.replica[nr] = rr
             reqs.status[nr] = ReqStatus.WAITING
             wq_push_back_nb(reps, reqs, rr, nr)
@@ -477,9 +483,10 @@ def _run_loop_nb(
     return RunStatus.MAX_STEPS
 
 
-def _loop_entry(policy: int, pools_on: bool, pd_on: bool):
-    """A compiled loop for one scheduler policy, with or without several pools and PD pools
-    (cached on disk; each variant is its own entry in Numba's cache)."""
+def _loop_entry(policy: int, pools_on: bool, pd_on: bool, cache_router: bool):
+    """A compiled loop for one scheduler policy, with or without several pools and PD pools,
+    for the cluster routers that read the prefix caches or for the others (cached on disk;
+    each variant is its own entry in Numba's cache)."""
 
     @njit(cache=True, nogil=True, _nrt=False)
     def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, pools, pd, limit_ns, max_steps):
@@ -500,6 +507,7 @@ def _loop_entry(policy: int, pools_on: bool, pd_on: bool):
             policy,
             pools_on,
             pd_on,
+            cache_router,
         )
 
     return run_nb
@@ -508,12 +516,15 @@ def _loop_entry(policy: int, pools_on: bool, pd_on: bool):
 _ENTRIES: dict = {}
 
 
-def loop_kernel(policy: int, pools_on: bool = False, pd_on: bool = False):
+def loop_kernel(policy: int, pools_on: bool, pd_on: bool, router: int):
     """The compiled loop (a Numba dispatcher) for scheduler policy (codes.SchedPolicy), with
-    (pools_on) or without several pools and with (pd_on) or without prefill/decode pools. Only
-    that scheduler's kernels, and the pool and PD code only when on, are typed and compiled:
-    a first run compiles what its configuration uses."""
-    key = (int(policy), bool(pools_on), bool(pd_on))
+    (pools_on) or without several pools, with (pd_on) or without prefill/decode pools, and for
+    cluster router `router` (codes.RouterPolicy): one loop serves the routers that read the
+    prefix caches (router.CACHE_ROUTERS), one the others; with PD pools the route groups of
+    kernels/pd.py route and the router does not matter. Only that scheduler's kernels, the
+    cache look-ups of routing only for those routers, and the pool and PD code only when on,
+    are typed and compiled: a first run compiles what its configuration uses."""
+    key = (int(policy), bool(pools_on), bool(pd_on), not pd_on and reads_cache(router))
     k = _ENTRIES.get(key)
     if k is None:
         k = _ENTRIES[key] = _loop_entry(*key)
@@ -522,6 +533,7 @@ def loop_kernel(policy: int, pools_on: bool = False, pd_on: bool = False):
 
 def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, pools, pd, limit_ns, max_steps):
     """Run the simulation loop (_run_loop_nb) compiled for p.policy, several pools or one
-    (pools.rep_pool empty) and PD pools or none (pd.role empty). Returns: a RunStatus."""
-    kernel = loop_kernel(p.policy, pools.rep_pool.shape[0] > 0, pd.role.shape[0] > 0)
+    (pools.rep_pool empty), PD pools or none (pd.role empty) and p.router. Returns: a
+    RunStatus."""
+    kernel = loop_kernel(p.policy, pools.rep_pool.shape[0] > 0, pd.role.shape[0] > 0, p.router)
     return kernel(reqs, reps, kv, log, run, cl, grids, tp, p, pools, pd, limit_ns, max_steps)

@@ -1,5 +1,6 @@
 """Per-replica waiting queues (linked through request rows) and ordered running lists."""
 
+import numpy as np
 from numba import njit
 from vidur_fast.kernels.dtypes import NO_ID
 
@@ -82,7 +83,7 @@ def wq_remove_nb(reps, reqs, r, i):
     Mutates: reps.wq_*, reqs.q_next.
     Returns: False when i is not queued.
     """
-    prev = NO_ID
+    prev = np.int64(NO_ID)  # not a literal: wq_remove_after_nb is compiled once
     j = reps.wq_head[r]
     while j != NO_ID:
         if j == i:

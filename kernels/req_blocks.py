@@ -90,7 +90,7 @@ def lookup_hit_nb(kv, reqs, p, r, i, n_tokens):
         return kv.memo_hit[r], kv.memo_evictable[r]
     max_blocks = (n_tokens - 1) // p.block_size
     stamp = kv.memo_stamp[r] + 1
-    hit = 0
+    hit = np.int64(0)  # not a literal 0: block_hash_nb is compiled once
     evictable = 0
     while hit < max_blocks:
         b = cached_block_nb(kv, r, block_hash_nb(reqs, i, hit))

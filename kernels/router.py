@@ -7,6 +7,12 @@ replica finished; lop_uncached and the tolerant/ranked sticky routers the prompt
 replica does not hold in its prefix cache, until the prefill completes. What a request added
 is kept in reqs.route_load and taken off at its first prefill end. Ties go to the lowest
 replica id (Vidur canary breaks them at random).
+
+route_request_nb takes whether the cluster router reads the prefix caches as an argument
+that the loop passes as a constant (kernels/loop.py compiles one loop for those routers and
+one for the others), so a run with a router that does not read them compiles none of the
+cache look-ups of routing. The route groups of disaggregated and per-pool routing (rt_*_nb)
+read their routers from RouteGroups at run time.
 """
 
 from typing import NamedTuple
@@ -17,6 +23,20 @@ from vidur_fast.kernels.codes import RSTATE_RR, RSTATE_SESSIONS, RouterPolicy
 from vidur_fast.kernels.dtypes import NO_ID
 from vidur_fast.kernels.kv import cached_prefix_blocks_nb
 
+# routers that look up the replicas' prefix caches (route_request_nb's cache_aware)
+CACHE_ROUTERS = (
+    RouterPolicy.PREFIX_AWARE,
+    RouterPolicy.LOP_UNCACHED,
+    RouterPolicy.TOLERANT_STICKY_LOP_UNCACHED,
+    RouterPolicy.RANKED_STICKY_LOP_UNCACHED,
+)
+
+
+def reads_cache(router: int) -> bool:
+    """Whether cluster router `router` (RouterPolicy) looks up the prefix caches."""
+    return int(router) in CACHE_ROUTERS
+
+
 # routers that pin a request's session to a replica (they keep one rstate slot per session)
 SESSION_ROUTERS = (
     RouterPolicy.STICKY,
@@ -25,6 +45,23 @@ SESSION_ROUTERS = (
     RouterPolicy.TOLERANT_STICKY_LOP_UNCACHED,
     RouterPolicy.RANKED_STICKY_LOP_UNCACHED,
 )
+
+
+# plain ints (not enum attributes), so that Numba can fold `policy == _LOP` for a constant policy
+_ROUND_ROBIN = int(RouterPolicy.ROUND_ROBIN)
+_RANDOM = int(RouterPolicy.RANDOM)
+_LOR = int(RouterPolicy.LOR)
+_LOP = int(RouterPolicy.LOP)
+_STICKY = int(RouterPolicy.STICKY)
+_PREFIX_AWARE = int(RouterPolicy.PREFIX_AWARE)
+_LEAST_WAITING = int(RouterPolicy.LEAST_WAITING)
+_LOP_BINARY = int(RouterPolicy.LOP_BINARY)
+_LOP_BATCH_END = int(RouterPolicy.LOP_BATCH_END)
+_LOP_UNCACHED = int(RouterPolicy.LOP_UNCACHED)
+_STICKY_ROUND_ROBIN = int(RouterPolicy.STICKY_ROUND_ROBIN)
+_STICKY_LOR = int(RouterPolicy.STICKY_LOR)
+_TOLERANT = int(RouterPolicy.TOLERANT_STICKY_LOP_UNCACHED)
+_RANKED = int(RouterPolicy.RANKED_STICKY_LOP_UNCACHED)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -55,35 +92,6 @@ def _pins_sessions_nb(policy):
         or policy == RouterPolicy.TOLERANT_STICKY_LOP_UNCACHED
         or policy == RouterPolicy.RANKED_STICKY_LOP_UNCACHED
     )
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def _until_prefill_end_nb(p):
-    """Whether the router's load of a request lasts until its first prefill completes.
-
-    Mutates: nothing.
-    Returns: bool.
-    """
-    r = p.router
-    return (
-        r == RouterPolicy.LOP
-        or r == RouterPolicy.STICKY
-        or r == RouterPolicy.PREFIX_AWARE
-        or r == RouterPolicy.LOP_BINARY
-        or r == RouterPolicy.LOP_UNCACHED
-        or r == RouterPolicy.TOLERANT_STICKY_LOP_UNCACHED
-        or r == RouterPolicy.RANKED_STICKY_LOP_UNCACHED
-    )
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def _counts_requests_nb(p):
-    """Whether the router's load is requests routed and not finished (lor, sticky_lor).
-
-    Mutates: nothing.
-    Returns: bool.
-    """
-    return p.router == RouterPolicy.LOR or p.router == RouterPolicy.STICKY_LOR
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -176,10 +184,14 @@ def _route_prefix_aware_nb(reps, kv, reqs, p, i):
     return best
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def route_request_nb(reps, rstate, kv, reqs, p, i):
-    """Choose the replica of request i.
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def route_request_nb(reps, rstate, kv, reqs, p, i, cache_aware):
+    """Choose the replica of request i with the cluster router p.router.
 
+    cache_aware: p.router is one of CACHE_ROUTERS (reads_cache). A constant in the compiled
+    loop (kernels/loop.py compiles one loop for these routers and one for the others): without
+    it the branches that look up the prefix cache are dropped before typing, and so are the
+    kernels they call.
     rstate: int64 scratch (rstate[RSTATE_RR] = round-robin counter, then from RSTATE_SESSIONS
     one replica per dense session id for the session routers, NO_ID until the session is first
     routed); random routing reads the request's pre-drawn uniform reqs.u_route[i].
@@ -193,92 +205,103 @@ def route_request_nb(reps, rstate, kv, reqs, p, i):
     n = p.num_replicas
     policy = p.router
     sid = reqs.session[i]
+    pins = (
+        policy == _STICKY
+        or policy == _STICKY_ROUND_ROBIN
+        or policy == _STICKY_LOR
+        or policy == _TOLERANT
+        or policy == _RANKED
+    )
     pinned = -1
-    if _pins_sessions_nb(policy) and sid >= 0:
+    if pins and sid >= 0:
         pinned = rstate[RSTATE_SESSIONS + sid]
     if n == 1:
         r = 0
-    elif policy == RouterPolicy.ROUND_ROBIN or (
-        policy == RouterPolicy.STICKY_ROUND_ROBIN and pinned < 0
-    ):
+    elif policy == _ROUND_ROBIN or (policy == _STICKY_ROUND_ROBIN and pinned < 0):
         r = rstate[RSTATE_RR] % n
         rstate[RSTATE_RR] += 1
-    elif policy == RouterPolicy.RANDOM:
+    elif policy == _RANDOM:
         r = int(reqs.u_route[i] * n)
         if r >= n:
             r = n - 1
     elif pinned >= 0 and (
-        policy == RouterPolicy.STICKY
-        or policy == RouterPolicy.STICKY_ROUND_ROBIN
-        or policy == RouterPolicy.STICKY_LOR
-        or _keeps_session_nb(reps, kv, reqs, p, i, pinned)
+        policy == _STICKY
+        or policy == _STICKY_ROUND_ROBIN
+        or policy == _STICKY_LOR
+        or (
+            cache_aware
+            and (policy == _TOLERANT or policy == _RANKED)
+            and _keeps_session_nb(reps, kv, reqs, p, i, pinned)
+        )
     ):
         r = pinned
-    elif policy == RouterPolicy.PREFIX_AWARE:
+    elif cache_aware and policy == _PREFIX_AWARE:
         r = _route_prefix_aware_nb(reps, kv, reqs, p, i)
-    elif policy == RouterPolicy.LEAST_WAITING:
+    elif policy == _LEAST_WAITING:
         # Vidur main's lor: the replica with the shortest waiting queue (running requests are
         # not counted); the request joins that queue right away
         r = _argmin_nb(reps.wq_len)
-    elif (
-        policy == RouterPolicy.LOP_UNCACHED
-        or policy == RouterPolicy.TOLERANT_STICKY_LOP_UNCACHED
-        or policy == RouterPolicy.RANKED_STICKY_LOP_UNCACHED
-    ):
+    elif cache_aware and (policy == _LOP_UNCACHED or policy == _TOLERANT or policy == _RANKED):
         r = _least_imbalance_nb(reps, kv, reqs, p, i)
     else:
         r = _argmin_nb(reps.pending)
-    if _pins_sessions_nb(policy) and sid >= 0:
+    if pins and sid >= 0:
         rstate[RSTATE_SESSIONS + sid] = r
     load = 0
-    if _counts_requests_nb(p) or policy == RouterPolicy.LOP_BINARY:
+    if policy == _LOR or policy == _STICKY_LOR or policy == _LOP_BINARY:
         load = 1
-    elif (
-        policy == RouterPolicy.LOP_UNCACHED
-        or policy == RouterPolicy.TOLERANT_STICKY_LOP_UNCACHED
-        or policy == RouterPolicy.RANKED_STICKY_LOP_UNCACHED
-    ):
+    elif cache_aware and (policy == _LOP_UNCACHED or policy == _TOLERANT or policy == _RANKED):
         load = _uncached_nb(kv, reqs, p, r, i)
-    elif _until_prefill_end_nb(p) or policy == RouterPolicy.LOP_BATCH_END:
+    elif policy == _LOP or policy == _STICKY or policy == _PREFIX_AWARE or policy == _LOP_BATCH_END:
         load = reqs.prompt[i]
     reps.pending[r] += load
     reqs.route_load[i] = load
     return r
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def on_prefill_end_nb(reps, reqs, p, r, i):
-    """Router bookkeeping when request i first completes its prefill on replica r.
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def on_prefill_end_nb(reps, reqs, r, i, policy):
+    """Router bookkeeping when request i first completes its prefill on replica r: the
+    routers whose load lasts until then take it off (policy: p.router).
 
     NOTE(fix): subtracts what was added at routing, not the current (restart-changed) prompt,
     so the counter cannot drift.
     Mutates: reps.pending.
     Returns: nothing.
     """
-    if _until_prefill_end_nb(p):
+    if (
+        policy == _LOP
+        or policy == _STICKY
+        or policy == _PREFIX_AWARE
+        or policy == _LOP_BINARY
+        or policy == _LOP_UNCACHED
+        or policy == _TOLERANT
+        or policy == _RANKED
+    ):
         reps.pending[r] -= reqs.route_load[i]
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def on_batch_end_nb(reps, p, r, s):
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def on_batch_end_nb(reps, r, s, policy):
     """lop_batch_end: a finished batch takes its prompt tokens off the replica's load (tokens
     served from the prefix cache are never taken off, as in Vidur canary).
 
     Mutates: reps.pending.
     Returns: nothing.
     """
-    if p.router == RouterPolicy.LOP_BATCH_END:
+    if policy == _LOP_BATCH_END:
         reps.pending[r] -= reps.bat_npre[r, s]
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def on_request_end_nb(reps, reqs, p, r, i):
-    """Router bookkeeping when request i completes on replica r.
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def on_request_end_nb(reps, r, policy):
+    """Router bookkeeping when a request completes on replica r (lor, sticky_lor count
+    requests).
 
     Mutates: reps.pending.
     Returns: nothing.
     """
-    if _counts_requests_nb(p):
+    if policy == _LOR or policy == _STICKY_LOR:
         reps.pending[r] -= 1
 
 

@@ -25,6 +25,7 @@ they are kept until the stale output drains, so that its ending step knows wheth
 sched.apply_output_nb).
 """
 
+import numpy as np
 from numba import njit
 from vidur_fast.kernels.blocks import ceil_div_nb
 from vidur_fast.kernels.codes import ReqStatus
@@ -162,7 +163,8 @@ def schedule_vllm_v1_nb(reps, kv, reqs, p, r, s, now_ns):
         if comp < reqs.prompt[i]:
             n_prefill += 1
         # NOTE(vllm): placeholders count as known tokens: a decode can follow a step in flight.
-        n = _cap_tokens_nb(reqs, reps, p, r, comp, seq + ph - comp, budget, True)
+        # (np.bool_: not a literal, so that Numba compiles one _cap_tokens_nb for both calls)
+        n = _cap_tokens_nb(reqs, reps, p, r, comp, seq + ph - comp, budget, np.bool_(True))
         if n <= 0:
             k += 1
             continue
@@ -190,7 +192,7 @@ def schedule_vllm_v1_nb(reps, kv, reqs, p, r, s, now_ns):
     # NOTE(vllm): no admissions in a step that preempted.
     if preempted:
         return reps.bat_n[r, s]
-    prev = NO_ID  # the waiting request before i (NO_ID: i is the head)
+    prev = np.int64(NO_ID)  # the waiting request before i (NO_ID: i is the head)
     i = reps.wq_head[r]
     while i != NO_ID and budget > 0 and reps.run_n[r] < p.max_num_seqs:
         # a block list must be free (prefix caching; with prefill/decode pools transfers hold
@@ -208,7 +210,7 @@ def schedule_vllm_v1_nb(reps, kv, reqs, p, r, s, now_ns):
         seq = reqs.prompt[i] + reqs.generated[i]
         hit_blocks, evictable = lookup_cached_nb(kv, reqs, p, r, i, seq)
         hit = hit_blocks * p.block_size
-        n = _cap_tokens_nb(reqs, reps, p, r, hit, seq - hit, budget, False)
+        n = _cap_tokens_nb(reqs, reps, p, r, hit, seq - hit, budget, np.bool_(False))
         if n <= 0:
             break
         free = free_blocks_nb(reps, kv, p, r)

@@ -53,7 +53,7 @@ class TimingParams(NamedTuple):
     graph_max_tokens: int = 0  # mixed batches of at most this many tokens replay CUDA graphs
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _clamp_nb(counters, slot, i, n):
     """Index i clamped into [0, n-1]; counts clamps above the edge.
 
@@ -68,7 +68,7 @@ def _clamp_nb(counters, slot, i, n):
     return i
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
 def ceil_to_nb(x, m):
     """x rounded up to a multiple of m.
 

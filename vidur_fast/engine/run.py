@@ -33,7 +33,13 @@ from vidur_fast.kernels.codes import (
 from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_S
 from vidur_fast.kernels.pd import PDState, no_pd
 from vidur_fast.kernels.pools import PoolParams, one_pool
-from vidur_fast.kernels.router import SESSION_ROUTERS, pins_sessions, route_groups, with_sessions
+from vidur_fast.kernels.router import (
+    SESSION_ROUTERS,
+    pins_sessions,
+    reads_cache,
+    route_groups,
+    with_sessions,
+)
 from vidur_fast.kernels.state import KvPool, Reps, Reqs, SchedParams, max_running
 from vidur_fast.kernels.timing import TimingGrids, TimingParams
 from vidur_fast.workload.closed_loop import ClosedLoopPlan, closed_loop_state
@@ -254,14 +260,17 @@ def run_engine(
 
     # A zero-step call loads (or compiles) the kernels, so loop_s is simulation time only.
     pd_on = pd_state.role.shape[0] > 0
-    kernel = loop.loop_kernel(sp.policy, pools.rep_pool.shape[0] > 0, pd_on)
+    kernel = loop.loop_kernel(sp.policy, pools.rep_pool.shape[0] > 0, pd_on, sp.router)
     compiling = progress and kernel_cached(kernel) is False
     if compiling:
         what = SchedPolicy(sp.policy).name.lower() + (" with PD pools" if pd_on else "")
+        if not pd_on and reads_cache(sp.router):
+            what += " with a router that reads the prefix caches"
         _note(
             bar,
             f"compiling the simulation loop for {what} (first run after installing or "
-            "upgrading, once per scheduler: 30-80 s of one CPU core; then cached) ...",
+            "upgrading, once per scheduler and kind of router: about a minute of one CPU core; "
+            "then cached) ...",
         )
     t0 = time.perf_counter()
     advance(0)

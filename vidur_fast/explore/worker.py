@@ -112,26 +112,27 @@ def warm_kernels(cfgs: list[SimConfig], quiet: bool) -> None:
     """Compile the kernels once in this process when Numba's cache lacks them, before the
     workers start: they then load the cached code instead of each compiling it (a minute of
     CPU per worker otherwise), and the first run says what it compiles. The loop is compiled
-    per scheduler, pools and PD pools (kernels/loop.py loop_kernel): for each such variant among
-    cfgs that is not cached, a 1-request run of the first config of that variant (its timing
-    grids built or loaded here too, and cached for the workers); nothing when all are cached
-    already. A failure is left to the workers to report."""
+    per scheduler, pools, PD pools and kind of router (kernels/loop.py loop_kernel): for each
+    such variant among cfgs that is not cached, a 1-request run of the first config of that
+    variant (its timing grids built or loaded here too, and cached for the workers); nothing
+    when all are cached already. A failure is left to the workers to report."""
     from vidur_fast.config.validate import has_route_groups
     from vidur_fast.engine.run import kernel_cached
     from vidur_fast.jit_start import start_numba_target
     from vidur_fast.kernels import loop
-    from vidur_fast.params.setup import scheduler_policy
+    from vidur_fast.params.setup import router_code, scheduler_policy
 
     start_numba_target()
-    todo = {}
+    todo = {}  # one config per loop variant (several routers share one)
     for cfg in cfgs:
         try:
             c = cfg.cluster
             key = (scheduler_policy(cfg.scheduler), bool(c.pools), has_route_groups(c))
+            kernel = loop.loop_kernel(*key, router_code(cfg))
         except Exception:  # a malformed point: its worker reports it
             continue
-        if key not in todo and kernel_cached(loop.loop_kernel(*key)) is False:
-            todo[key] = cfg
+        if id(kernel) not in todo and kernel_cached(kernel) is False:
+            todo[id(kernel)] = cfg
     if todo and not quiet:
         print("compiling the kernels once before the workers start", file=sys.stderr)
     tiny = SyntheticWorkload(num_requests=1, lengths=FixedLengths(16, 2))

@@ -6,7 +6,7 @@ import sys
 
 from vidur_fast.kernels import loop
 from vidur_fast.kernels.block_pool import init_pool_nb
-from vidur_fast.kernels.codes import SchedPolicy
+from vidur_fast.kernels.codes import RouterPolicy, SchedPolicy
 
 from vidur_fast.api import simulate
 from vidur_fast.config.sim import SimConfig
@@ -17,7 +17,8 @@ from vidur_fast.engine.run import kernel_cached
 def test_loaded_kernels_count_as_cached_and_print_nothing(capsys):
     cfg = SimConfig(workload=SyntheticWorkload(num_requests=5, lengths=FixedLengths(64, 4)))
     simulate(cfg, progress=True)
-    assert kernel_cached(loop.loop_kernel(SchedPolicy.VLLM_V1)) is True
+    kernel = loop.loop_kernel(SchedPolicy.VLLM_V1, False, False, RouterPolicy.ROUND_ROBIN)
+    assert kernel_cached(kernel) is True
     assert kernel_cached(init_pool_nb) is True
     capsys.readouterr()
     simulate(cfg, progress=True)
@@ -31,7 +32,7 @@ def test_an_empty_numba_cache_counts_as_not_cached(tmp_path):
         "from vidur_fast.jit_start import start_numba_target\n"
         "from vidur_fast.kernels import loop\n"
         "start_numba_target()\n"
-        "print(kernel_cached(loop.loop_kernel(5)))\n"
+        "print(kernel_cached(loop.loop_kernel(5, False, False, 0)))\n"
     )
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
     out = subprocess.run(

@@ -119,3 +119,23 @@ def test_one_warm_up_run_per_loop_variant_not_cached(monkeypatch):
     monkeypatch.setattr(engine_run, "kernel_cached", lambda dispatcher: True)
     worker.warm_kernels([v1, sarathi], quiet=True)
     assert runs == []
+
+
+def test_routers_share_a_loop_unless_they_read_the_prefix_caches(monkeypatch):
+    import vidur_fast.engine.run as engine_run
+    from vidur_fast.config.sim import (
+        LeastOutstandingRequestsRouter,
+        PrefixAwareRouter,
+        SimConfig,
+        StickyRouter,
+    )
+
+    runs = []
+    monkeypatch.setattr(engine_run, "kernel_cached", lambda dispatcher: False)
+    monkeypatch.setattr(worker, "simulate", lambda cfg, **kw: runs.append(type(cfg.router)))
+    cfgs = [
+        SimConfig(router=r)
+        for r in (LeastOutstandingRequestsRouter(), StickyRouter(), PrefixAwareRouter())
+    ]
+    worker.warm_kernels([SimConfig(), *cfgs], quiet=True)
+    assert runs == [type(SimConfig().router), PrefixAwareRouter]

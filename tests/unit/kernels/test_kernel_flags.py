@@ -11,7 +11,7 @@ import pkgutil
 import vidur_fast.kernels as kernels_pkg
 from numba.core.registry import CPUDispatcher
 from vidur_fast.kernels import loop
-from vidur_fast.kernels.codes import SchedPolicy
+from vidur_fast.kernels.codes import RouterPolicy, SchedPolicy
 
 
 def _dispatchers():
@@ -27,7 +27,8 @@ def test_kernels_are_compiled_without_refcounting():
     assert "vidur_fast.kernels.loop._run_loop_nb" in found
     for policy in SchedPolicy:  # the compiled loops (kernels/loop.py loop_kernel)
         for pools_on, pd_on in ((False, False), (True, False), (True, True)):
-            kernel = loop.loop_kernel(policy, pools_on, pd_on)
-            found[f"loop_kernel({policy.name}, {pools_on}, {pd_on})"] = kernel
+            for router in RouterPolicy:
+                kernel = loop.loop_kernel(policy, pools_on, pd_on, router)
+                found[f"loop_kernel({policy.name}, {pools_on}, {pd_on}, {router.name})"] = kernel
     missing = [n for n, d in found.items() if d.targetoptions.get("_nrt", True) is not False]
     assert not missing, f"use @njit(cache=True, nogil=True, _nrt=False) for: {missing}"
