@@ -69,12 +69,7 @@ LS_NEXT_REQ = 0  # next request to arrive (open loop)
 LS_DONE = 1  # requests completed
 LS_NOW = 2  # time of the last event handled
 LS_STEPS = 3  # loop iterations run
-# the TBT histogram's memo (lifecycle._hist_add_nb): the last gap counted and its bucket (a
-# batch's decoding requests mostly share one gap, so one bucket computation serves them all;
-# the zeros it starts with are a true pair: a gap of 0 ns falls in bucket 0)
-LS_TBT_GAP = 4
-LS_TBT_BUCKET = 5
-N_LS = 6
+N_LS = 4
 
 # router state (int64 array): [RSTATE_RR] round-robin counter, then from RSTATE_SESSIONS one
 # replica per dense session id (sticky routing)

@@ -4,7 +4,7 @@ import math
 
 from numba import njit
 from vidur_fast.kernels.blocks import release_nb
-from vidur_fast.kernels.codes import LS_TBT_BUCKET, LS_TBT_GAP, ReqStatus
+from vidur_fast.kernels.codes import ReqStatus
 from vidur_fast.kernels.dtypes import NEVER
 from vidur_fast.kernels.kv import cache_computed_nb
 from vidur_fast.kernels.queues import wq_push_front_nb
@@ -63,11 +63,10 @@ def preempt_to_waiting_nb(reps, reqs, r, i, now_ns):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def emit_token_nb(reqs, hist, memo, i, now_ns):
+def emit_token_nb(reqs, hist, i, now_ns):
     """Record one output token of request i at now: first-token time or an inter-token gap.
-    memo: the loop state (its LS_TBT_* slots, see _hist_add_nb).
 
-    Mutates: reqs (generated, first_tok_ns, last_tok_ns, tbt_*), hist (TBT histogram), memo.
+    Mutates: reqs (generated, first_tok_ns, last_tok_ns, tbt_*), hist (TBT histogram).
     Returns: nothing.
     """
     reqs.generated[i] += 1
@@ -79,7 +78,7 @@ def emit_token_nb(reqs, hist, memo, i, now_ns):
         reqs.tbt_sum_ns[i] += gap
         if gap > reqs.tbt_max_ns[i]:
             reqs.tbt_max_ns[i] = gap
-        _hist_add_nb(hist, memo, gap)
+        _hist_add_nb(hist, gap)
     reqs.last_tok_ns[i] = now_ns
 
 
@@ -89,34 +88,26 @@ HIST_RATIO = 1.01
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _hist_add_nb(hist, memo, gap_ns):
-    """Count one gap in the log-bucket histogram (1% relative bucket width). The bucket of
-    the last gap counted is kept in memo[LS_TBT_GAP], memo[LS_TBT_BUCKET]: the requests of one
-    batch that decoded in the batch before share their gap, and the logarithm is computed once.
+def _hist_add_nb(hist, gap_ns):
+    """Count one gap in the log-bucket histogram (1% relative bucket width).
 
-    Mutates: hist, memo.
+    Mutates: hist.
     Returns: nothing.
     """
-    if gap_ns == memo[LS_TBT_GAP]:
-        k = memo[LS_TBT_BUCKET]
+    if gap_ns <= HIST_MIN_NS:
+        k = 0
     else:
-        if gap_ns <= HIST_MIN_NS:
-            k = 0
-        else:
-            k = int(math.log(gap_ns / HIST_MIN_NS) / math.log(HIST_RATIO)) + 1
-        if k >= hist.shape[0]:
-            k = hist.shape[0] - 1
-        memo[LS_TBT_GAP] = gap_ns
-        memo[LS_TBT_BUCKET] = k
+        k = int(math.log(gap_ns / HIST_MIN_NS) / math.log(HIST_RATIO)) + 1
+    if k >= hist.shape[0]:
+        k = hist.shape[0] - 1
     hist[k] += 1
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def advance_legacy_nb(reqs, hist, memo, i, n, now_ns):
+def advance_legacy_nb(reqs, hist, i, n, now_ns):
     """Vidur's on_batch_end for one request: processed += n, a bonus token at prefill end.
-    memo: as emit_token_nb.
 
-    Mutates: reqs, hist, memo.
+    Mutates: reqs, hist.
     Returns: True when the request completed.
     """
     reqs.processed[i] += n
@@ -124,29 +115,29 @@ def advance_legacy_nb(reqs, hist, memo, i, n, now_ns):
         if reqs.processed[i] == reqs.prompt[i]:
             reqs.prefill_done[i] = 1
             reqs.processed[i] += 1
-            emit_token_nb(reqs, hist, memo, i, now_ns)
+            emit_token_nb(reqs, hist, i, now_ns)
     else:
-        emit_token_nb(reqs, hist, memo, i, now_ns)
+        emit_token_nb(reqs, hist, i, now_ns)
     return reqs.processed[i] >= reqs.prompt[i] + reqs.decode[i]
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def advance_v1_nb(reqs, hist, memo, i, n, now_ns):
+def advance_v1_nb(reqs, hist, i, n, now_ns):
     """vLLM v1 update_from_output for one request: a token is sampled only when the computed
-    tokens reach the sequence length (prompt + generated). memo: as emit_token_nb.
+    tokens reach the sequence length (prompt + generated).
 
-    Mutates: reqs, hist, memo.
+    Mutates: reqs, hist.
     Returns: True when the request has produced all its output tokens.
     """
     reqs.processed[i] += n
     if reqs.processed[i] >= reqs.prompt[i] + reqs.generated[i]:
         reqs.prefill_done[i] = 1
-        emit_token_nb(reqs, hist, memo, i, now_ns)
+        emit_token_nb(reqs, hist, i, now_ns)
     return reqs.generated[i] >= reqs.orig_decode[i]
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def apply_v1_output_nb(kv, reqs, hist, memo, p, r, i, n, now_ns):
+def apply_v1_output_nb(kv, reqs, hist, p, r, i, n, now_ns):
     """Apply request i's n tokens of a finished vLLM v1 step on replica r (async scheduling;
     synchronously the loop calls advance_v1_nb directly).
 
@@ -157,19 +148,18 @@ def apply_v1_output_nb(kv, reqs, hist, memo, p, r, i, n, now_ns):
     formed only while at most one other is in flight), so a stale step samples iff the
     request has a placeholder. With async scheduling a running request caches the blocks its
     new token completes (computed tokens minus placeholders).
-    memo: as emit_token_nb.
-    Mutates: reqs, hist, memo, kv (cached blocks).
+    Mutates: reqs, hist, kv (cached blocks).
     Returns: True when the request has produced all its output tokens.
     """
     if reqs.tok_stale[i] > 0:
         reqs.tok_stale[i] -= n
         if reqs.placeholders[i] > 0:
             reqs.placeholders[i] -= 1
-            emit_token_nb(reqs, hist, memo, i, now_ns)
+            emit_token_nb(reqs, hist, i, now_ns)
         return reqs.generated[i] >= reqs.orig_decode[i]
     reqs.tok_inflight[i] -= n
     g = reqs.generated[i]
-    complete = advance_v1_nb(reqs, hist, memo, i, n, now_ns)
+    complete = advance_v1_nb(reqs, hist, i, n, now_ns)
     if reqs.generated[i] > g:
         reqs.placeholders[i] -= 1
         known = reqs.processed[i] + reqs.tok_inflight[i] - reqs.placeholders[i]

@@ -260,14 +260,13 @@ def _launch_timed_nb(reps, reqs, log, grids, tp, p, r, s, now_ns, policy):
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
-def _finish_batch_nb(reps, kv, reqs, hist, lstate, cl, p, pools, pd, r, s, now_ns, policy, pd_on):
+def _finish_batch_nb(reps, kv, reqs, hist, cl, p, pools, pd, r, s, now_ns, policy, pd_on):
     """Apply a finished batch: token updates, completions, frees, requeue the rest; in a
     closed loop each completion releases its client's next request. With prefill/decode
     pools (pd_on) a prefill that completes on a prefill replica is handed off (kernels/pd.py).
-    policy: p.policy (a constant in the compiled loop, see run_nb). lstate: the loop state
-    (its TBT memo, lifecycle._hist_add_nb).
+    policy: p.policy (a constant in the compiled loop, see run_nb).
 
-    Mutates: reps, kv, reqs, hist, lstate (TBT memo), cl, pd.
+    Mutates: reps, kv, reqs, hist, cl, pd.
     Returns: requests completed (or -1 on a broken invariant).
     """
     done = 0
@@ -275,7 +274,7 @@ def _finish_batch_nb(reps, kv, reqs, hist, lstate, cl, p, pools, pd, r, s, now_n
         i = reps.bat_req[r, s, k]
         n = reps.bat_tok[r, s, k]
         g_before = reqs.generated[i]
-        complete = apply_output_nb(kv, reqs, hist, lstate, p, r, i, n, now_ns, policy)
+        complete = apply_output_nb(kv, reqs, hist, p, r, i, n, now_ns, policy)
         if pd_on:
             # a prefill ends (a disaggregated request's first token on its decode replica is
             # none); on a decode replica the first step of a hand-off ends
@@ -440,7 +439,7 @@ def _run_loop_nb(
                     s_end = s
         if s_end >= 0:
             d = _finish_batch_nb(
-                reps, kv, reqs, hist, lstate, cl, pr, pools, pd, r, s_end, t_rep, policy, pd_on
+                reps, kv, reqs, hist, cl, pr, pools, pd, r, s_end, t_rep, policy, pd_on
             )
             if d < 0:
                 return RunStatus.BROKEN

@@ -192,8 +192,6 @@ def cache_full_blocks_nb(kv, reqs, p, r, i, n_tokens):
     Mutates: kv.hash, kv.blk (dup links), kv.ht, kv.req_cached.
     Returns: nothing.
     """
-    if n_tokens < (kv.req_cached[i] + 1) * p.block_size:
-        return  # no block past the cached ones is full (most decode steps): nothing to do
     full = n_tokens // p.block_size
     lo = reqs.hash_off[i]
     shared = reqs.hash_off[i + 1] - lo

@@ -69,16 +69,15 @@ def token_kind_nb(reqs, p, i, n, policy):
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
-def apply_output_nb(kv, reqs, hist, memo, p, r, i, n, now_ns, policy):
-    """Apply request i's n tokens of a batch that just ended on replica r (memo: the loop
-    state, whose LS_TBT_* slots memoise the TBT histogram's bucket; lifecycle.emit_token_nb).
+def apply_output_nb(kv, reqs, hist, p, r, i, n, now_ns, policy):
+    """Apply request i's n tokens of a batch that just ended on replica r.
 
-    Mutates: reqs, hist, memo, kv.
+    Mutates: reqs, hist, kv.
     Returns: True when the request completed.
     """
     if policy == _V1:
-        return apply_output_v1_nb(kv, reqs, hist, memo, p, r, i, n, now_ns)
-    return advance_legacy_nb(reqs, hist, memo, i, n, now_ns)
+        return apply_output_v1_nb(kv, reqs, hist, p, r, i, n, now_ns)
+    return advance_legacy_nb(reqs, hist, i, n, now_ns)
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")

@@ -166,11 +166,7 @@ def schedule_vllm_v1_nb(reps, kv, reqs, p, r, s, now_ns):
         if n <= 0:
             k += 1
             continue
-        # most steps stay within the blocks held (a decode crosses a block boundary once per
-        # block_size tokens): no division then
-        need = 0
-        if comp + n > reqs.blocks[i] * p.block_size:
-            need = ceil_div_nb(comp + n, p.block_size) - reqs.blocks[i]
+        need = ceil_div_nb(comp + n, p.block_size) - reqs.blocks[i]
         scheduled = True
         # NOTE(vllm): on allocation failure preempt the last running request (the most recently
         # admitted) and retry; if that is the request itself, the running pass ends.
@@ -261,16 +257,16 @@ def kv_before_v1_nb(reqs, i, n):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def apply_output_v1_nb(kv, reqs, hist, memo, p, r, i, n, now_ns):
-    """Apply request i's n tokens of a finished step (memo: lifecycle.emit_token_nb).
+def apply_output_v1_nb(kv, reqs, hist, p, r, i, n, now_ns):
+    """Apply request i's n tokens of a finished step.
 
-    Mutates: reqs, hist, memo, kv (async: cached blocks).
+    Mutates: reqs, hist, kv (async: cached blocks).
     Returns: True when the request has produced all its output tokens.
     """
     if p.async_scheduling:
-        return apply_v1_output_nb(kv, reqs, hist, memo, p, r, i, n, now_ns)
+        return apply_v1_output_nb(kv, reqs, hist, p, r, i, n, now_ns)
     reqs.tok_inflight[i] -= n
-    return advance_v1_nb(reqs, hist, memo, i, n, now_ns)
+    return advance_v1_nb(reqs, hist, i, n, now_ns)
 
 
 @njit(cache=True, nogil=True, _nrt=False)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from vidur_fast.kernels.codes import N_LS, ReqStatus, RouterPolicy, SchedPolicy
+from vidur_fast.kernels.codes import ReqStatus, RouterPolicy, SchedPolicy
 from vidur_fast.kernels.dtypes import NS_PER_S
 from vidur_fast.kernels.loop import _finish_batch_nb
 from vidur_fast.kernels.pd import no_pd
@@ -165,7 +165,6 @@ def replay_case(case_dir: Path) -> ReplayResult:
     kv = alloc_kv(1, n, batch_cap, usable if apc else 0, -(-max_len // bs) + 1)
     cl = closed_loop_state(None, n)  # open loop: arrivals are fed by this driver
     hist = alloc_hist()
-    lstate = np.zeros(N_LS, dtype=np.int64)  # the loop state (the TBT histogram's memo)
 
     time_mode = cfg["arrival"] == "time"
     base, per_tok = float(cfg["step_time_base"]), float(cfg["step_time_per_token"])
@@ -188,7 +187,7 @@ def replay_case(case_dir: Path) -> ReplayResult:
         was_done = reqs.status == ReqStatus.FINISHED
         now_ns = int(round(clock * NS_PER_S))
         done += _finish_batch_nb(
-            reps, kv, reqs, hist, lstate, cl, p, pools, pd, 0, slot, now_ns, p.policy, False
+            reps, kv, reqs, hist, cl, p, pools, pd, 0, slot, now_ns, p.policy, False
         )
         for i in np.flatnonzero((reqs.status == ReqStatus.FINISHED) & ~was_done):
             flush = True
