@@ -180,6 +180,10 @@ def write_metrics_h5(
                 _write_columns(g, "batches", batch_log.columns(), pool)
             columns = batch_log.column
             names = batch_log.column_names()
+            replicas = _table(result, "replicas")
+            # a BatchStore reads the ids as int16 (below 2^15)
+            if hasattr(batch_log, "column_ns") and len(np.asarray(replicas["replica"])) <= 1 << 15:
+                columns = _narrow_replica_column(batch_log)
         _write_replica_timeseries(
             f.create_group("timeseries", track_order=True),
             columns,
@@ -251,6 +255,18 @@ def _write_replica_timeseries(
 # millions of batches: one argsort of them all held an int64 index per batch, and as much again
 # inside the sort)
 SORT_ROWS = 1 << 22
+
+
+def _narrow_replica_column(batch_log):
+    """batch_log.column, but the replica column read as int16 (ids below 2^15): no int64 copy
+    of a column of tens of millions of batches."""
+
+    def column(name: str) -> np.ndarray:
+        if name == "replica":
+            return batch_log.column_ns(name, np.int16)
+        return batch_log.column(name)
+
+    return column
 
 
 def _narrow_ids(rep_col: np.ndarray) -> np.ndarray:
