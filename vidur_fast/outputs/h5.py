@@ -293,9 +293,11 @@ def _replica_rows(rep_col: np.ndarray, rep_ids: np.ndarray, max_rows: int):
         sel = np.flatnonzero((rep_col >= lo) & (rep_col <= hi))
         ids = rep_col[sel]
         o = np.argsort(ids, kind="stable")
-        sel, ids = sel[o], ids[o]
-        for r in rep_ids[k:j]:
-            a, b = np.searchsorted(ids, r, "left"), np.searchsorted(ids, r, "right")
+        sel, ids = sel[o], ids[o].astype(np.int64)  # one cast, not one per search
+        chunk = np.asarray(rep_ids[k:j], dtype=np.int64)
+        starts = np.searchsorted(ids, chunk, "left")
+        ends = np.searchsorted(ids, chunk, "right")
+        for a, b in zip(starts, ends, strict=True):
             yield sel[a:b]
         k = j
 
