@@ -54,26 +54,21 @@ def freeze_heap() -> None:
     gc.freeze()
 
 
-# glibc's mallopt parameter for the size from which a block gets a mapping of its own
-_M_MMAP_THRESHOLD = -3
-
-
-def return_freed_memory() -> None:
-    """Have the C allocator give freed big arrays back to the system. glibc's malloc maps
-    blocks above a threshold on their own, but raises that threshold (up to 32 MiB) to the
-    size of each such block freed: once the first per-request column of a 1M-request run
-    (8 MiB) is freed, later ones come from the heap and stay there when freed, so the engine's
-    state is still resident while the outputs are written and their columns pile on top. A
-    fixed threshold of 1 MiB keeps every big array its own mapping. Nothing elsewhere (another
-    C library, another system)."""
+def release_freed_memory() -> None:
+    """Give the memory freed so far back to the system (glibc's malloc_trim). glibc maps big
+    blocks on their own only above a threshold that it raises to the size of each such block
+    freed (up to 32 MiB): after the first 8 MiB column of a 1M-request run is freed, later ones
+    come from the heap, where freeing them keeps them resident. Called between simulating and
+    writing, so that the engine's request state and the workload's columns, freed by then, do
+    not stay resident under the writers' columns. Nothing elsewhere (another C library)."""
     try:
         import ctypes
 
-        mallopt = ctypes.CDLL(None).mallopt
+        trim = ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):
         return
-    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
-    mallopt(_M_MMAP_THRESHOLD, 1 << 20)
+    trim.argtypes = (ctypes.c_size_t,)
+    trim(0)
 
 
 class Terminated(KeyboardInterrupt):
