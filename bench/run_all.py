@@ -142,7 +142,7 @@ def worker(name: str, shared: Path, request_csv: bool = True) -> None:
         floor_worker(shared)
         return
     from vidur_fast.api import simulate
-    from vidur_fast.commands.main import freeze_heap
+    from vidur_fast.commands.main import freeze_heap, release_freed_memory
     from vidur_fast.outputs.writer import write_run
 
     with tempfile.TemporaryDirectory(prefix="vidur-fast-bench-") as tmp:
@@ -154,6 +154,7 @@ def worker(name: str, shared: Path, request_csv: bool = True) -> None:
         freeze_heap()  # as `vidur-fast simulate` does after its imports
         t_sim, c_sim = time.perf_counter(), time.process_time()
         result = simulate(cfg)
+        release_freed_memory()  # as the CLI does between simulating and writing
         t_write, c_write = time.perf_counter(), time.process_time()
         write_run(result, cfg.output)
         t_end, c_end = time.perf_counter(), time.process_time()

@@ -9,7 +9,7 @@ import tyro
 
 from vidur_fast.api import simulate
 from vidur_fast.commands.errors import parse_args_or_raise
-from vidur_fast.commands.main import freeze_heap
+from vidur_fast.commands.main import freeze_heap, release_freed_memory
 from vidur_fast.config.files import load_config
 from vidur_fast.config.presets import format_presets, get_preset
 from vidur_fast.config.sim import SimConfig
@@ -77,6 +77,7 @@ def cmd_simulate(argv: list[str]) -> int:
     with claim_output_dir(cfg.output) as claim:  # before the simulation: no run can race it
         freeze_heap()
         result = simulate(cfg, progress=not cfg.quiet)
+        release_freed_memory()  # the engine's state, before the writers allocate theirs
         path = write_run(result, cfg.output, claim)
     for line in format_warnings(result.summary):
         print(line, file=sys.stderr)

@@ -157,16 +157,17 @@ class BatchStore:
         n = int(log.n[0])
         self._tail = {k: getattr(log, self._field[k])[:n].copy() for k in self.names}
 
-    def column_ns(self, name: str) -> np.ndarray:
-        """One column over all batches, as stored (int64; times in ns)."""
+    def column_ns(self, name: str, dtype=np.int64) -> np.ndarray:
+        """One column over all batches, as stored (int64; times in ns). dtype: a narrower
+        integer type for a column whose values the caller knows fit it (replica ids)."""
         self._wait()
         tail = self._tail[name]
         if self._on_disk == 0:
-            return tail
+            return tail.astype(dtype, copy=False)
         head = np.fromfile(self._dir / f"{name}.bin", dtype=self._disk_dtype[name])
         if tail.size:
-            return np.concatenate([head, tail])  # int64, as the tail is
-        return head.astype(np.int64, copy=False)
+            return np.concatenate([head, tail], dtype=dtype, casting="unsafe")
+        return head.astype(dtype, copy=False)
 
     def column_names(self) -> list[str]:
         """Column names in frame() order (times as name_s)."""

@@ -1,5 +1,7 @@
 """Allocate the kernels' struct-of-arrays state for one run."""
 
+import mmap
+
 import numpy as np
 
 from vidur_fast.kernels.block_pool import init_pool_nb
@@ -18,6 +20,21 @@ def kernel_array(x: np.ndarray, dtype) -> np.ndarray:
     if x.dtype == dtype and x.flags.c_contiguous and x.flags.writeable:
         return x
     return np.array(x, dtype=dtype, order="C")
+
+
+def sparse_zeros(shape: tuple[int, ...], dtype) -> np.ndarray:
+    """A zeroed C-contiguous array whose memory is mapped one small page at a time as it is
+    first written, for the pool's arrays a run writes only here and there: each replica's rows
+    of block lists (max_num_seqs lists of the longest request's blocks, of which a replica
+    fills a few) and of the hash map. numpy asks for huge pages (2 MiB) for big arrays, which
+    a single write maps whole: on 1,000 replicas that made gigabytes resident for nothing."""
+    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    if nbytes < 1 << 22:  # below numpy's huge-page threshold (4 MiB): np.zeros as it is
+        return np.zeros(shape, dtype)
+    buf = mmap.mmap(-1, nbytes)
+    if hasattr(mmap, "MADV_NOHUGEPAGE"):  # Linux
+        buf.madvise(mmap.MADV_NOHUGEPAGE)
+    return np.frombuffer(buf, dtype=dtype).reshape(shape)
 
 
 def _read_only(x: np.ndarray) -> np.ndarray:
@@ -152,14 +169,14 @@ def alloc_kv(
         fhead=np.zeros(R, i64),
         ftail=np.zeros(R, i64),
         nfree=np.zeros(R, i64),
-        ht=np.zeros((R, H, 2), i64),
-        mark=np.zeros((R, U), i64),
+        ht=sparse_zeros((R, H, 2), i64),
+        mark=sparse_zeros((R, U), i64),
         memo_req=np.full(R, NO_ID, i64),
         memo_hit=np.zeros(R, i64),
         memo_evictable=np.zeros(R, i64),
         memo_next_hash=np.zeros(R, i64),
         memo_stamp=np.zeros(R, i64),
-        lists=np.zeros((R, slots, max_req_blocks), i32),
+        lists=sparse_zeros((R, slots, max_req_blocks), i32),
         slot_stack=np.zeros((R, slots), i64),
         slot_top=np.zeros(R, i64),
         req_slot=np.full(n_requests, NO_ID, i64),

@@ -180,6 +180,10 @@ def write_metrics_h5(
                 _write_columns(g, "batches", batch_log.columns(), pool)
             columns = batch_log.column
             names = batch_log.column_names()
+            replicas = _table(result, "replicas")
+            # a BatchStore reads the ids as int16 (below 2^15)
+            if hasattr(batch_log, "column_ns") and len(np.asarray(replicas["replica"])) <= 1 << 15:
+                columns = _narrow_replica_column(batch_log)
         _write_replica_timeseries(
             f.create_group("timeseries", track_order=True),
             columns,
@@ -200,21 +204,23 @@ def _write_replica_timeseries(
     column by column so that a long run never holds them all in memory; above full_max_rows
     batches, only each replica's rows of /batches (`batch_row`)."""
     rep_ids = np.asarray(replicas["replica"])
-    rep_col = np.asarray(column("replica"))
+    rep_col = _narrow_ids(np.asarray(column("replica")))
+    groups = [ts.create_group(f"replica_{int(r)}", track_order=True) for r in rep_ids]
+    if rep_col.shape[0] > full_max_rows:
+        ts.attrs["layout"] = "batch_row"
+        rows = _replica_rows(rep_col, rep_ids, SORT_ROWS)
+        for grp, idx in zip(groups, rows, strict=True):
+            _write_columns(grp, "timeseries", [("batch_row", idx)], pool)
+        return
     order = order_by_replica(rep_col)
     bounds = _rows_below(rep_col, rep_ids)  # where each replica's rows start in order
     ends = np.append(bounds[1:], order.shape[0])
     del rep_col
-    groups = [ts.create_group(f"replica_{int(r)}", track_order=True) for r in rep_ids]
 
     def emit(name: str, values_of) -> None:
         for grp, lo, hi, r in zip(groups, bounds, ends, rep_ids, strict=True):
             _write_columns(grp, "timeseries", [(name, values_of(order[lo:hi], int(r)))], pool)
 
-    if order.shape[0] > full_max_rows:
-        ts.attrs["layout"] = "batch_row"
-        emit("batch_row", lambda idx, r: idx)
-        return
     ts.attrs["layout"] = "columns"
     if "start_s" in names:
         start = np.asarray(column("start_s"))
@@ -243,6 +249,57 @@ def _write_replica_timeseries(
         hits_all = np.asarray(column(HIT_TOKENS))
         pre_all = np.asarray(column(PREFILL_TOKENS))
         emit("prefix_cache_hit_rate", lambda idx, r: running_hit_rate(hits_all[idx], pre_all[idx]))
+
+
+# rows sorted at a time when the batch_row time series are written (1M runs have tens of
+# millions of batches: one argsort of them all held an int64 index per batch, and as much again
+# inside the sort)
+SORT_ROWS = 1 << 22
+
+
+def _narrow_replica_column(batch_log):
+    """batch_log.column, but the replica column read as int16 (ids below 2^15): no int64 copy
+    of a column of tens of millions of batches."""
+
+    def column(name: str) -> np.ndarray:
+        if name == "replica":
+            return batch_log.column_ns(name, np.int16)
+        return batch_log.column(name)
+
+    return column
+
+
+def _narrow_ids(rep_col: np.ndarray) -> np.ndarray:
+    """Replica ids as int16 when they fit (a quarter of the memory of int64)."""
+    if rep_col.size and rep_col.min() >= -(1 << 15) and rep_col.max() < (1 << 15):
+        return rep_col.astype(np.int16)
+    return rep_col
+
+
+def _replica_rows(rep_col: np.ndarray, rep_ids: np.ndarray, max_rows: int):
+    """For each replica id of rep_ids (ascending), its rows of rep_col in formation order, as
+    order_by_replica gives them; consecutive replicas are sorted together up to about
+    max_rows rows at a time, so that memory stays bounded by max_rows, not by the run."""
+    below = _rows_below(rep_col, rep_ids)
+    counts = np.diff(np.append(below, rep_col.shape[0]))
+    k = 0
+    while k < rep_ids.shape[0]:
+        j = k + 1
+        total = counts[k]
+        while j < rep_ids.shape[0] and total + counts[j] <= max_rows:
+            total += counts[j]
+            j += 1
+        lo, hi = rep_ids[k], rep_ids[j - 1]
+        sel = np.flatnonzero((rep_col >= lo) & (rep_col <= hi))
+        ids = rep_col[sel]
+        o = np.argsort(ids, kind="stable")
+        sel, ids = sel[o], ids[o].astype(np.int64)  # one cast, not one per search
+        chunk = np.asarray(rep_ids[k:j], dtype=np.int64)
+        starts = np.searchsorted(ids, chunk, "left")
+        ends = np.searchsorted(ids, chunk, "right")
+        for a, b in zip(starts, ends, strict=True):
+            yield sel[a:b]
+        k = j
 
 
 def _rows_below(rep_col: np.ndarray, rep_ids: np.ndarray) -> np.ndarray:

@@ -45,3 +45,15 @@ def test_kernel_array_copies_only_when_needed():
     assert kernel_array(strided, np.float64).flags.c_contiguous
     y = kernel_array(_frozen(x), np.float64)
     assert y.flags.writeable and y is not x
+
+
+def test_sparse_zeros_are_zeros_of_the_same_kernel_type():
+    from vidur_fast.engine.state import sparse_zeros
+
+    for shape in ((3, 5), (64, 1024, 40)):  # below and above numpy's huge-page threshold
+        a = sparse_zeros(shape, np.int32)
+        assert a.shape == shape and a.dtype == np.int32 and not a.any()
+        assert a.flags.c_contiguous and a.flags.writeable
+        assert numba.typeof(a) == numba.typeof(np.zeros(shape, np.int32))
+        a[(-1,) * len(shape)] = 7
+        assert a.sum() == 7

@@ -244,3 +244,18 @@ def test_big_run_timeseries_are_batch_rows(small_result, small_run_dir, tmp_path
     assert sorted(full) == sorted(rows) == [0, 1]
     for r in full:
         _same_frame(full[r], rows[r])
+
+
+def test_batch_rows_sorted_a_few_replicas_at_a_time_are_each_replicas_rows():
+    from vidur_fast.outputs.h5 import _replica_rows
+
+    rng = np.random.default_rng(3)
+    rep_col = rng.integers(0, 7, size=200).astype(np.int16)
+    rep_col[rep_col == 4] = 5  # a replica without batches
+    rep_ids = np.arange(8)  # and one past the last id
+    for max_rows in (1, 25, 60, 1000):
+        rows = list(_replica_rows(rep_col, rep_ids, max_rows))
+        assert len(rows) == rep_ids.shape[0]
+        for r, idx in zip(rep_ids, rows, strict=True):
+            assert idx.dtype == np.int64
+            assert_array_equal(idx, np.flatnonzero(rep_col == r))
