@@ -8,7 +8,7 @@ import pytest
 from sklearn.ensemble import RandomForestRegressor
 
 from tests.conftest import SHARED
-from tests.unit.timing.test_grids import SMALL, synthetic_samples
+from tests.helpers.timing_samples import SMALL, synthetic_samples
 from vidur_fast.config.validate import validate_predictor
 from vidur_fast.config.vidur_flags import read_vidur_command
 from vidur_fast.errors import ConfigError
