@@ -186,14 +186,19 @@ def mape(y: np.ndarray, pred: np.ndarray) -> float:
 # ---- fitting ----
 
 
-def clean_rows(name: str, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """Finite, de-duplicated rows; negative times are a broken source, not noise."""
+def clean_rows(
+    name: str, X: np.ndarray, y: np.ndarray, dedupe: bool = True
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Finite rows, de-duplicated and sorted unless `dedupe` is False (Vidur's forests take the
+    rows in source order, duplicates kept); negative times are a broken source, not noise."""
     ok = np.isfinite(X).all(axis=1) & np.isfinite(y)
     X, y = X[ok], y[ok]
     if (y < 0).any():
         raise ProfileError(f"samples.{name}: {int((y < 0).sum())} negative latencies")
     if (X < 0).any():
         raise ProfileError(f"samples.{name}: negative shape features")
+    if not dedupe:
+        return X, y, int((~ok).sum())
     rows = np.unique(np.column_stack([X, y]), axis=0)  # sorted, so fits see a fixed order
     return rows[:, :-1], rows[:, -1], int((~ok).sum())
 
@@ -352,22 +357,20 @@ def fit_vidur(samples: OperatorSamples, cfg: PredictorConfig, step=None) -> dict
 
 def _fit_vidur_op(name, kind, X, y, cfg: PredictorConfig, rng) -> OpModel:
     t0 = time.perf_counter()
-    X, y = np.asarray(X, np.float64), np.asarray(y, np.float64)
-    ok = np.isfinite(X).all(axis=1) & np.isfinite(y)
-    X, y = X[ok], y[ok]
-    if (y < 0).any():
-        raise ProfileError(f"samples.{name}: {int((y < 0).sum())} negative latencies")
+    X, y, n_dropped = clean_rows(
+        name, np.asarray(X, np.float64), np.asarray(y, np.float64), dedupe=False
+    )
     if len(y) == 0:
         if name in VIDUR_COMPUTE_OPS and cfg.regressor == "random_forest":
             for _ in range(cfg.n_estimators):  # Vidur fits zeros here: same draws
                 rng.randint(_TREE_SEED_MAX)
-        stats = {"n": 0, "dropped": int((~ok).sum()), "empty": True}
+        stats = {"n": 0, "dropped": n_dropped, "empty": True}
         return OpModel(name, kind, None, np.r_[1.0, np.zeros(_n_work(kind))], stats=stats)
     est = make_regressor(cfg, random_state=rng).fit(vidur_features(kind, X), y)
     m = OpModel(name, kind, est, normalized=False, outer_max=float(X[:, 0].max()), vidur=True)
     stats = {
         "n": len(y),
-        "dropped": int((~ok).sum()),
+        "dropped": n_dropped,
         "empty": False,
         "outer_range": [float(X[:, 0].min()), float(X[:, 0].max())],
         "train_mape_pct": round(mape(y, model_value(m, X)), 4),
