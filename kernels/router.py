@@ -78,7 +78,7 @@ def _argmin_nb(x):
     return best
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _pins_sessions_nb(policy):
     """Whether the router pins sessions (SESSION_ROUTERS).
 
@@ -205,13 +205,7 @@ def route_request_nb(reps, rstate, kv, reqs, p, i, cache_aware):
     n = p.num_replicas
     policy = p.router
     sid = reqs.session[i]
-    pins = (
-        policy == _STICKY
-        or policy == _STICKY_ROUND_ROBIN
-        or policy == _STICKY_LOR
-        or policy == _TOLERANT
-        or policy == _RANKED
-    )
+    pins = _pins_sessions_nb(policy)
     pinned = -1
     if pins and sid >= 0:
         pinned = rstate[RSTATE_SESSIONS + sid]
@@ -269,15 +263,7 @@ def on_prefill_end_nb(reps, reqs, r, i, policy):
     Mutates: reps.pending.
     Returns: nothing.
     """
-    if (
-        policy == _LOP
-        or policy == _STICKY
-        or policy == _PREFIX_AWARE
-        or policy == _LOP_BINARY
-        or policy == _LOP_UNCACHED
-        or policy == _TOLERANT
-        or policy == _RANKED
-    ):
+    if _holds_until_prefill_nb(policy):
         reps.pending[r] -= reqs.route_load[i]
 
 
@@ -429,7 +415,7 @@ def with_sessions(rt: RouteGroups, n_sessions: int) -> RouteGroups:
     return rt._replace(sess=np.full((rt.policy.shape[0], n_sessions), NO_ID, dtype=np.int64))
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _holds_until_prefill_nb(policy):
     """Whether a router's load of a request lasts until its prefill completes.
 
@@ -445,7 +431,7 @@ def _holds_until_prefill_nb(policy):
     )
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _uncached_policy_nb(policy):
     """Whether a router's load is the prompt tokens outside the replica's prefix cache.
 
