@@ -9,6 +9,10 @@ Two checks behind docs/validation.md, "Blackwell prefill and NVFP4 decode: what 
 * Context attention: one request's full prefill (isl 1024 and 8192, fp8 KV cache) x 80 layers
   with the model's heads per GPU, from every vLLM attention table version of B200 and from
   H200's, with the kernel that measured those rows.
+* Power: which H100 / H200 / B200 tables carry the GPU power drawn while each kernel was
+  timed, and, for the one kernel timed in two B200 vLLM versions with and without it (the
+  Triton fused MoE, vLLM 0.22.0 with power against 0.19.0 without), the latency ratio per
+  measured power and, for the rows timed at the 1,000 W limit, per throughput.
 
 Print only; no asserts.
 
@@ -16,6 +20,8 @@ Print only; no asserts.
 """
 
 import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
 
 from vidur_fast.catalog import get_device, get_model
 from vidur_fast.timing.sources import aiconfigurator as aic
@@ -29,6 +35,12 @@ GEMM_M = (4, 8192)
 FRAMEWORKS = ("vllm", "trtllm", "sglang")
 ISLS = (1024, 8192)
 CONTEXT_TABLE = "context_attention_perf.parquet"
+POWER_DEVICES = ("h100", "h200", "b200")
+MOE_KEYS = ["kernel_source", "moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk",
+            "num_experts", "moe_tp_size", "moe_ep_size", "distribution"]
+POWER_BINS = [0, 600, 800, 900, 950, 975, 1000, 1100]
+TFLOPS_BINS = [0, 200, 400, 800, 1300, 1700]
+LATENCY_BINS = [0, 0.5, 1, 2, 5, 50]
 
 
 def gemm_step_ms(path, dtype: str, tp: int) -> dict[int, float]:
@@ -76,9 +88,67 @@ def print_attention() -> None:
             print(f"{device} vllm {version:7s} {names:30s} isl {ISLS}: " + "  ".join(cells))
 
 
+def tables_with_power(device: str) -> list[str]:
+    """Parquet tables of the device with a `power` column (paths below its data directory)."""
+    root = get_system(get_device(device).aiconfigurator_system).data_dir
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*.parquet")
+                  if "power" in pq.read_schema(p).names)
+
+
+def fused_moe_pairs() -> pd.DataFrame:
+    """B200 Triton fused-MoE rows timed in vLLM 0.22.0 (with power) and 0.19.0 (without)."""
+    moe = get_system(get_device("b200").aiconfigurator_system).data_dir / "moe" / "vllm"
+    cols = MOE_KEYS + ["latency"]
+    new = pd.read_parquet(moe / "0.22.0" / "moe_perf.parquet", columns=cols + ["power"])
+    old = pd.read_parquet(moe / "0.19.0" / "moe_perf.parquet", columns=cols)
+    pairs = new.merge(old, on=MOE_KEYS, suffixes=("", "_short"))
+    pairs = pairs[pairs.kernel_source == "vllm_fused_moe"].copy()
+    pairs["ratio"] = pairs.latency / pairs.latency_short
+    # nominal FLOPs: gate/up (h -> 2i) and down (i -> h) per routed token, sharded by TP x EP
+    flops = 6.0 * pairs.num_tokens * pairs.topk * pairs.hidden_size * pairs.inter_size
+    per_gpu = flops / (pairs.moe_tp_size * pairs.moe_ep_size)
+    pairs["tflops_short"] = per_gpu / pairs.latency_short / 1e9
+    return pairs
+
+
+def print_power() -> None:
+    print("\nTables timed with the GPU power recorded:")
+    for device in POWER_DEVICES:
+        print(f"  {device}: " + (", ".join(tables_with_power(device)) or "none"))
+    pairs = fused_moe_pairs()
+    big = pairs[pairs.num_tokens >= 1024]
+    print("\nB200 vllm_fused_moe, >= 1024 tokens: latency vLLM 0.22.0 (>= 1 s timed, power)"
+          " / 0.19.0, median (rows) per power (W)")
+    bins = pd.cut(big.power, POWER_BINS)
+    for dtype, g in big.groupby("moe_dtype"):
+        med = g.groupby(bins[g.index], observed=True).ratio.agg(["median", "size"])
+        print(f"  {dtype:9s} " + "  ".join(f"{b}: {r['median']:.3f} ({int(r['size'])})"
+                                           for b, r in med.iterrows()))
+    cap = big[(big.power >= 975) & (big.latency >= 0.2)]
+    print("rows at 975-1000 W (latency >= 0.2 ms): ratio median per throughput of the short"
+          " timing (TFLOP/s)")
+    bins = pd.cut(cap.tflops_short, TFLOPS_BINS)
+    for dtype, g in cap.groupby("moe_dtype"):
+        med = g.groupby(bins[g.index], observed=True).ratio.agg(["median", "size"])
+        print(f"  {dtype:9s} " + "  ".join(f"{b}: {r['median']:.3f} ({int(r['size'])})"
+                                           for b, r in med.iterrows()))
+
+
+    print("bf16 and fp8 rows at 975-1000 W and below 900 W: ratio median per latency of the short"
+          " timing (ms)")
+    per_tensor = big[big.moe_dtype != "fp8_block"]
+    for name, g in (("975-1000 W", per_tensor[per_tensor.power >= 975]),
+                    ("< 900 W", per_tensor[per_tensor.power < 900])):
+        med = g.groupby(pd.cut(g.latency_short, LATENCY_BINS), observed=True).ratio.agg(
+            ["median", "size"])
+        print(f"  {name:10s} " + "  ".join(f"{b}: {r['median']:.3f} ({int(r['size'])})"
+                                            for b, r in med.iterrows()))
+
+
 def main() -> int:
     print_gemms()
     print_attention()
+    print_power()
     return 0
 
 
