@@ -96,7 +96,8 @@ class BatchStore:
             weakref.finalize(self, _close, self._worker, self._dir)
         spare = self._wait()  # at most one log waits to be spilled
         if spare is None:
-            spare = type(log)(*(np.zeros_like(a) for a in log))
+            # np.zeros maps fresh zero pages; zeros_like would write every byte first
+            spare = type(log)(*(np.zeros(a.shape, a.dtype) for a in log))
         self._pending = (self._worker.submit(self._spill, log, n), log)
         self._on_disk += n
         spare.n[0] = 0
