@@ -8,7 +8,7 @@ short runs never touch the disk.
 
 A flushed log is spilled by one worker thread while the kernel (which runs without the GIL)
 fills a second log. The worker also compresses the rows as metrics.h5 stores them (times in
-seconds; outputs/h5_chunks.py) into one file of finished chunks per column, so that writing
+seconds; engine/chunk_codec.py) into one file of finished chunks per column, so that writing
 /batches afterwards only copies those bytes.
 """
 
@@ -194,7 +194,7 @@ class BatchStore:
 
     def encoded_columns(self) -> Iterator[tuple[str, int, Iterator[bytes], np.ndarray]]:
         """(name, rows, chunks, rest) per column in frame() order, one column in memory at a
-        time: `chunks` yields the finished compressed chunks (outputs/h5_chunks.py) of the
+        time: `chunks` yields the finished compressed chunks (engine/chunk_codec.py) of the
         first rows, `rest` holds the values of the rows after them."""
         self._wait()
         if not self._compressing:
