@@ -69,11 +69,13 @@ def _deflate_part(plane, level: int, last: bool) -> bytes:
     return part.compress(plane) + part.flush(zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH)
 
 
-@functools.lru_cache(maxsize=16)
+@functools.lru_cache(maxsize=64)
 def _zero_plane(rows: int, last: bool) -> bytes:
-    """The deflate part of a plane of `rows` zero bytes (a zero plane's sample shrinks: level
-    GZIP_LEVEL, as any plane whose sample shrinks)."""
-    return _deflate_part(bytes(rows), GZIP_LEVEL, last)
+    """The deflate part of a plane of `rows` zero bytes, at the level any plane gets: stored
+    when its sample does not shrink (a few bytes of a short column do not)."""
+    sample = bytes(min(rows, _SAMPLE_BYTES))
+    noise = len(zlib.compress(sample, GZIP_LEVEL)) > _NOISE_RATIO * len(sample)
+    return _deflate_part(bytes(rows), 0 if noise else GZIP_LEVEL, last)
 
 
 def _adler32_zeros(check: int, n: int) -> int:

@@ -54,6 +54,13 @@ def test_chunk_is_the_shuffled_planes_compressed_and_decodes_to_the_values(k):
     assert not back[values.shape[0] :].any()  # padded with zeros
 
 
+@pytest.mark.parametrize("rows", [1, 2, 5, 17, 100, 1000])
+def test_short_columns_zero_planes_as_compressing_them_stores_them(rows):
+    # a few zero bytes do not shrink: such planes are stored, as any plane whose sample does not
+    for values in (np.zeros(rows, np.int64), np.arange(rows, dtype=np.int64), np.zeros(rows)):
+        assert encode_chunk(values, rows, shuffle=True) == _planes_encoded(values, rows)
+
+
 def test_unshuffled_chunk_is_one_zlib_stream():
     values = np.arange(ROWS, dtype=np.int64)
     assert zlib.decompress(encode_chunk(values, ROWS, shuffle=False)) == values.tobytes()
