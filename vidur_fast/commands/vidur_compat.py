@@ -10,6 +10,7 @@ from typing import Literal
 import tyro
 
 from vidur_fast.api import simulate
+from vidur_fast.commands.main import freeze_heap
 from vidur_fast.config.vidur_flags import CANARY, accepted_flags, read_vidur_command
 from vidur_fast.errors import ConfigError
 from vidur_fast.outputs.console import format_summary
@@ -141,6 +142,7 @@ def main_explore(argv: list[str]) -> int:
 
 def main_compat(argv: list[str]) -> int:
     """Run a simulation from Vidur flags and write its run directory."""
+    freeze_heap()  # the imports are done (main turned the collector off for them)
     if argv and argv[0] == "explore":
         return main_explore(argv[1:])
     if any(a in ("-h", "--help") for a in argv):

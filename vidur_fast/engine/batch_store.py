@@ -8,7 +8,7 @@ short runs never touch the disk.
 
 A flushed log is spilled by one worker thread while the kernel (which runs without the GIL)
 fills a second log. The worker also compresses the rows as metrics.h5 stores them (times in
-seconds; outputs/h5_chunks.py) into one file of finished chunks per column, so that writing
+seconds; engine/chunk_codec.py) into one file of finished chunks per column, so that writing
 /batches afterwards only copies those bytes.
 """
 
@@ -96,7 +96,8 @@ class BatchStore:
             weakref.finalize(self, _close, self._worker, self._dir)
         spare = self._wait()  # at most one log waits to be spilled
         if spare is None:
-            spare = type(log)(*(np.zeros_like(a) for a in log))
+            # np.zeros maps fresh zero pages; zeros_like would write every byte first
+            spare = type(log)(*(np.zeros(a.shape, a.dtype) for a in log))
         self._pending = (self._worker.submit(self._spill, log, n), log)
         self._on_disk += n
         spare.n[0] = 0
@@ -193,7 +194,7 @@ class BatchStore:
 
     def encoded_columns(self) -> Iterator[tuple[str, int, Iterator[bytes], np.ndarray]]:
         """(name, rows, chunks, rest) per column in frame() order, one column in memory at a
-        time: `chunks` yields the finished compressed chunks (outputs/h5_chunks.py) of the
+        time: `chunks` yields the finished compressed chunks (engine/chunk_codec.py) of the
         first rows, `rest` holds the values of the rows after them."""
         self._wait()
         if not self._compressing:

@@ -6,6 +6,7 @@ encode_chunk produces the bytes those filters would store, which h5py's write_di
 into the file as they are: any HDF5 reader decodes them like chunks HDF5 compressed itself.
 """
 
+import functools
 import zlib
 
 import numpy as np
@@ -35,19 +36,57 @@ def encode_chunk(values: np.ndarray, rows: int, shuffle: bool) -> bytes:
         values = np.concatenate([values, np.zeros(rows - values.shape[0], values.dtype)])
     if not shuffle or values.itemsize == 1:
         return zlib.compress(values, GZIP_LEVEL)
-    planes = np.ascontiguousarray(values.view(np.uint8).reshape(rows, values.itemsize).T)
+    size = values.itemsize
+    data = values.view(np.uint8)
+    # Plane i is all zeros where byte i of the OR of all values is zero (counts far below
+    # 2^56 leave most planes of an int64 zero): such a plane's deflate part is the same for
+    # every chunk of this length, made once, and its adler32 is computed, not summed.
+    uint = _UINTS.get(size)
+    lanes = np.bitwise_or.reduce(values.view(uint)).tobytes() if uint else b"\xff" * size
     # One zlib stream of a deflate part per plane. The low mantissa bytes of floats are noise:
     # gzip spends 4x longer on them than on the rest for nothing, so a plane whose sample does
     # not shrink goes in stored (uncompressed) deflate blocks.
     out = [_ZLIB_HEADER]
-    for i, plane in enumerate(planes):
+    check = 1
+    for i in range(size):
+        last = i == size - 1
+        if not lanes[i]:
+            out.append(_zero_plane(rows, last))
+            check = _adler32_zeros(check, rows)
+            continue
+        plane = np.ascontiguousarray(data[i::size])
         sample = plane[:_SAMPLE_BYTES]
         noise = len(zlib.compress(sample, GZIP_LEVEL)) > _NOISE_RATIO * sample.shape[0]
-        part = zlib.compressobj(0 if noise else GZIP_LEVEL, zlib.DEFLATED, -15)  # raw deflate
-        out.append(part.compress(plane))
-        out.append(part.flush(zlib.Z_FINISH if i == planes.shape[0] - 1 else zlib.Z_SYNC_FLUSH))
-    out.append(zlib.adler32(planes).to_bytes(4, "big"))
+        out.append(_deflate_part(plane, 0 if noise else GZIP_LEVEL, last))
+        check = zlib.adler32(plane, check)
+    out.append(check.to_bytes(4, "big"))
     return b"".join(out)
+
+
+def _deflate_part(plane, level: int, last: bool) -> bytes:
+    """A raw deflate part of one plane, ending the stream when it is the last."""
+    part = zlib.compressobj(level, zlib.DEFLATED, -15)
+    return part.compress(plane) + part.flush(zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH)
+
+
+@functools.lru_cache(maxsize=64)
+def _zero_plane(rows: int, last: bool) -> bytes:
+    """The deflate part of a plane of `rows` zero bytes, at the level any plane gets: stored
+    when its sample does not shrink (a few bytes of a short column do not)."""
+    sample = bytes(min(rows, _SAMPLE_BYTES))
+    noise = len(zlib.compress(sample, GZIP_LEVEL)) > _NOISE_RATIO * len(sample)
+    return _deflate_part(bytes(rows), 0 if noise else GZIP_LEVEL, last)
+
+
+def _adler32_zeros(check: int, n: int) -> int:
+    """zlib.adler32 of n zero bytes continuing from `check`: the byte sum stays, the sum of
+    sums grows by n times it."""
+    a, b = check & 0xFFFF, check >> 16
+    return (((b + n * a) % _ADLER_MOD) << 16) | a
+
+
+_UINTS = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+_ADLER_MOD = 65521
 
 
 # the two bytes zlib starts a level-1 stream with (deflate, 32 KiB window, fastest)

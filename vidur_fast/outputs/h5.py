@@ -90,8 +90,8 @@ def _write_columns(g: h5py.Group, group_name: str, columns, pool) -> None:
 def _write_column(
     g: h5py.Group, group_name: str, name: str, rows: int, chunks, rest: np.ndarray, pool
 ) -> None:
-    """One column of `rows` rows: the compressed chunks (h5_chunks.py) of its first rows, then
-    `rest`, the values of the rows after them, compressed by the threads of pool."""
+    """One column of `rows` rows: the compressed chunks (engine/chunk_codec.py) of its first
+    rows, then `rest`, the values of the rows after them, compressed by the threads of pool."""
     if rows == 0 or rest.dtype.kind not in "biuf":  # empty or text: HDF5 compresses (if at all)
         ds = g.create_dataset(
             name,
