@@ -183,3 +183,25 @@ def test_bad_options_are_one_line(capsys):
         assert exc.value.code == 2
         err = capsys.readouterr().err.strip()
         assert needle in err and "\n" not in err and "Traceback" not in err
+
+
+def test_gpt_oss_campaigns_by_measurement_date(rows):
+    from vidur_fast.validation.silicon.moe_campaigns import moe_campaign_for
+
+    oss = [
+        r for r in rows
+        if "gpt-oss" in r.bench.model and r.bench.backend == "vllm" and r.bench.mode == "agg"
+        and r.bench.device in ("h100_sxm", "h200_sxm") and r.bench.concurrency < 512
+    ]  # fmt: skip
+    names = {}
+    for r in oss:
+        names.setdefault(moe_campaign_for(r).name, []).append(r)
+    # measured on 2025-11-02 (vLLM 0.10.2, no image recorded): no VLLM_MXFP4_USE_MARLIN
+    early = names["inferencex-gpt-oss-hopper-v0.10"]
+    assert len(early) == 11 and all("measured=2025-11-02" in r.source for r in early)
+    assert all("image=" not in r.source for r in early)
+    assert {moe_campaign_for(r).moe_kernel for r in early} == {"oaitritonmxfp4"}
+    late = names["inferencex-gpt-oss-hopper"]
+    assert late and all("image=vllm/vllm-openai:v0.18.0" in r.source for r in late)
+    assert {moe_campaign_for(r).moe_kernel for r in late} == {"marlin"}
+    assert set(names) == {"inferencex-gpt-oss-hopper-v0.10", "inferencex-gpt-oss-hopper"}
