@@ -15,7 +15,8 @@ prefill GEMMs of one request at the row's shapes take `t_gemm`, so the replica s
 come on top). Above 1 the measured throughput is not reachable by computing every prompt.
 
 Decode side: every decode step reads each GPU's weights once, so the mean TPOT cannot be below
-`weight bytes per GPU / HBM bandwidth`.
+`weight bytes per GPU / HBM bandwidth`. For mixture-of-experts rows only this side is checked
+(`check_moe_row`), with the routed experts the step's tokens reach rather than all of them.
 """
 
 import math
