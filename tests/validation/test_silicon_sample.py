@@ -183,3 +183,43 @@ def test_bad_options_are_one_line(capsys):
         assert exc.value.code == 2
         err = capsys.readouterr().err.strip()
         assert needle in err and "\n" not in err and "Traceback" not in err
+
+
+def test_gpt_oss_campaigns_by_measurement_date(rows):
+    from vidur_fast.validation.silicon.moe_campaigns import moe_campaign_for
+
+    oss = [
+        r for r in rows
+        if "gpt-oss" in r.bench.model and r.bench.backend == "vllm" and r.bench.mode == "agg"
+        and r.bench.device in ("h100_sxm", "h200_sxm") and r.bench.concurrency < 512
+    ]  # fmt: skip
+    names = {}
+    for r in oss:
+        names.setdefault(moe_campaign_for(r).name, []).append(r)
+    # measured on 2025-11-02 (vLLM 0.10.2, no image recorded): no VLLM_MXFP4_USE_MARLIN
+    early = names["inferencex-gpt-oss-hopper-v0.10"]
+    assert len(early) == 11 and all("measured=2025-11-02" in r.source for r in early)
+    assert all("image=" not in r.source for r in early)
+    assert {moe_campaign_for(r).moe_kernel for r in early} == {"oaitritonmxfp4"}
+    late = names["inferencex-gpt-oss-hopper"]
+    assert late and all("image=vllm/vllm-openai:v0.18.0" in r.source for r in late)
+    assert {moe_campaign_for(r).moe_kernel for r in late} == {"marlin"}
+    assert set(names) == {"inferencex-gpt-oss-hopper-v0.10", "inferencex-gpt-oss-hopper"}
+
+
+def test_moe_physics_floor_counts_the_experts_a_step_reaches():
+    from vidur_fast.validation.silicon.physics import check_moe_row, moe_decode_floor_ms
+
+    # MiniMax-M2.5 (block FP8) on H200 at 4 clients: ~30 of 256 experts per layer, 7.3 GB per
+    # GPU at TP 4 and half of it at TP 8
+    tp4 = moe_decode_floor_ms("MiniMaxAI/MiniMax-M2.5", "h200", "fp8_block", 4, 1, 4)
+    tp8 = moe_decode_floor_ms("MiniMaxAI/MiniMax-M2.5", "h200", "fp8_block", 8, 1, 4)
+    assert 1.4 < tp4 < 1.7 and 0.45 < tp8 / tp4 < 0.55
+    # more clients reach more experts, up to every local weight
+    c512 = moe_decode_floor_ms("openai/gpt-oss-120b", "h100", "", 2, 1, 512)
+    assert moe_decode_floor_ms("openai/gpt-oss-120b", "h100", "", 2, 1, 4) < c512
+    # a gpt-oss TP 2 row of 512 clients decoding in 5.6 ms reads less than its weights
+    c = check_moe_row("openai/gpt-oss-120b", "h100", "", 2, 1, 512, 5.61)
+    assert "weight read" in c.flag and "512 sequences" in c.flag and c.tpot_floor_ms == c512
+    # gpt-oss TP 4 at 32 clients measured 15.9 ms on H100 (7.2 ms on H200): slow, not impossible
+    assert check_moe_row("openai/gpt-oss-120b", "h100", "", 4, 1, 32, 15.92).flag == ""

@@ -247,3 +247,40 @@ def test_minimax_router_gate_runs_in_fp32():
         assert q.token_ops.set_index(["op", "num_tokens"]).time_ms[("moe_router", 8192)] < gemm
     with pytest.raises(ProfileError, match="no FP32 peak"):
         fp32_router_ms(replace(dev, peak_fp32_tflops=0.0), n, 3072, 256, np.zeros(2))
+
+
+def test_marlin_mxfp4_scaling_counts_the_kernels_padding():
+    from vidur_fast.timing.sources._aic_moe import (
+        _shape_terms,
+        expert_roofline_ms,
+        marlin_mxfp4_terms,
+    )
+
+    # vLLM's Marlin MXFP4 path pads hidden to 256 and the per-GPU width to 128:
+    # gpt-oss's 2880 x 720 slice (moe_tp 4) runs as 3072 x 768; the measured 3584 x 3072 is
+    # already a multiple of both
+    assert marlin_mxfp4_terms(2880, 2880, 4, 128, 4, 1) == (3072.0, 768.0, 4.0, 128.0)
+    assert marlin_mxfp4_terms(3584, 3072, 16, 896, 1, 1) == _shape_terms(3584, 3072, 16, 896, 1, 1)
+    m, dev = get_model("openai/gpt-oss-120b"), get_device("h100")
+    _, _, rows = moe_rows(get_system(dev.aiconfigurator_system), "vllm")
+    par = moe_parallel(m, 4, 1, 1)
+    n, t, prov = expert_curve(rows, dev, m, par, "mxfp4", "power_law_1.2", "t", kernel="marlin")
+    assert prov["padded_shape"] == {"hidden_size": 3072.0, "inter_size_per_gpu": 768.0}
+    # at prefill sizes (above the floor) the curve is the measured one times the padded
+    # shape's roofline ratio, larger than the unpadded ratio by the padding
+    best = tuple(prov["measured_shape"].values())
+    want = tuple(prov["shape"].values())
+    k = n == 8192
+    pad = expert_roofline_ms(dev, "w4a16_mxfp4", n[k], *marlin_mxfp4_terms(*want))
+    raw = expert_roofline_ms(dev, "w4a16_mxfp4", n[k], *_shape_terms(*want))
+    assert 1.1 < (pad / raw)[0] < 1.14
+    meas = rows[(rows.moe_dtype == "w4a16_mxfp4") & (rows.distribution == "power_law_1.2")]
+    meas = meas[meas.kernel_source.astype(str).str.contains("marlin")]
+    for key, v in prov["measured_shape"].items():
+        meas = meas[meas[key] == v]
+    m8192 = meas[meas.num_tokens == 8192].latency.median()
+    ref = expert_roofline_ms(dev, "w4a16_mxfp4", n[k], *marlin_mxfp4_terms(*best))
+    assert t[k][0] == pytest.approx(m8192 * (pad / ref)[0], rel=1e-9)
+    # Triton's rows are measured at gpt-oss's own shape: no scaling, no padding
+    _, _, pe = expert_curve(rows, dev, m, par, "mxfp4", "power_law_1.2", "t", kernel="oaitriton")
+    assert pe["exact"] and "padded_shape" not in pe

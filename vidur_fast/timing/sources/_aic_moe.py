@@ -129,6 +129,19 @@ def _shape_terms(h, inter, topk, experts, mtp, mep) -> tuple[float, float, float
     return float(h), inter / mtp, topk / mep, experts / mep
 
 
+def _round_up(x: float, m: int) -> int:
+    return -(-int(np.ceil(x)) // m) * m
+
+
+def marlin_mxfp4_terms(h, inter, topk, experts, mtp, mep) -> tuple[float, float, float, float]:
+    """_shape_terms of vLLM's Marlin MXFP4 MoE path, which stores each expert padded to the
+    Marlin kernel's tile multiples (`Mxfp4MoEMethod.create_weights`: gate/up `n % 256` and
+    `k % 128`, so the hidden size rounds up to 256 and the per-GPU expert width to 128) and
+    computes over the padding: gpt-oss's 2880 x 720 expert slice at moe_tp 4 runs as 3072 x 768."""
+    h_pad, w_pad = _round_up(h, 256), _round_up(inter / mtp, 128)
+    return float(h_pad), float(w_pad), topk / mep, experts / mep
+
+
 def model_roofline_ms(device, dtype, model: ModelSpec, par: MoEParallel, tokens) -> np.ndarray:
     x = model.moe
     terms = _shape_terms(
@@ -206,9 +219,15 @@ def expert_curve(
     n = curve.num_tokens.to_numpy(dtype=np.int64)
     t = curve.latency.to_numpy(dtype=np.float64)
     floor_ms = None
+    padded = False
     if not exact:
-        ratio = model_roofline_ms(device, dtype, model, par, n) / expert_roofline_ms(
-            device, dtype, n, *_shape_terms(*best)
+        terms = _shape_terms
+        names = sel[keep].kernel_source.astype(str) if "kernel_source" in sel else None
+        if dtype == "w4a16_mxfp4" and names is not None and names.str.contains("marlin").all():
+            # the Marlin MXFP4 kernel runs both shapes at its tile multiples
+            terms, padded = marlin_mxfp4_terms, True
+        ratio = expert_roofline_ms(device, dtype, n, *terms(*want)) / expert_roofline_ms(
+            device, dtype, n, *terms(*best)
         )
         # a smaller shape takes less time only down to the kernel's latency floor: the
         # fastest latency any measured configuration of these kernels reached on this GPU
@@ -229,6 +248,9 @@ def expert_curve(
             "latency floor"
         )
         prov["floor_ms"] = floor_ms
+        if padded:
+            h_pad, w_pad = marlin_mxfp4_terms(*want)[:2]
+            prov["padded_shape"] = {"hidden_size": h_pad, "inter_size_per_gpu": w_pad}
     return n, t, prov
 
 

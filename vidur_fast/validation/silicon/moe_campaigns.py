@@ -64,6 +64,26 @@ MOE_CAMPAIGNS: tuple[Campaign, ...] = (
         ),
     ),
     MoECampaign(
+        name="inferencex-gpt-oss-hopper-v0.10",
+        # measured before the sweep's 2025-11-04 move to vLLM 0.11 (no image recorded)
+        pattern=(
+            r"source_file=\d{4}-\d{2}-\d{2}\.csv; model=GPT-OSS-120B; silicon_concurrency=\d+; "
+            r"measured=2025-(0\d|10|11-0[1-3])"
+        ),
+        description=(
+            "public InferenceMAX sweep of 2025-11-02, gpt-oss-120b (vllm/vllm-openai 0.10.2, no "
+            "VLLM_MXFP4_USE_MARLIN, so vLLM's Triton MXFP4 experts; async-scheduling, "
+            "cuda-graph-sizes 2048, no prefix caching, bf16 KV cache); client "
+            "benchmark_serving.py --random-range-ratio 0.8 --num-prompts 10*CONC"
+        ),
+        **INFERENCEX_CLIENT,
+        # without VLLM_MXFP4_USE_MARLIN vLLM's Hopper MXFP4 backend is the OpenAI Triton kernel
+        moe_kernel="oaitritonmxfp4",
+        # config.yaml: cuda-graph-sizes 2048 (captures up to 2048 tokens)
+        graph_capture_max_tokens=2048,
+        systems=("h100_sxm", "h200_sxm"),
+    ),
+    MoECampaign(
         name="inferencex-gpt-oss-hopper",
         pattern=(r"source_file=\d{4}-\d{2}-\d{2}\.csv; model=GPT-OSS"),
         description=(

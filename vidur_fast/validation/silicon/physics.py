@@ -15,7 +15,8 @@ prefill GEMMs of one request at the row's shapes take `t_gemm`, so the replica s
 come on top). Above 1 the measured throughput is not reachable by computing every prompt.
 
 Decode side: every decode step reads each GPU's weights once, so the mean TPOT cannot be below
-`weight bytes per GPU / HBM bandwidth`.
+`weight bytes per GPU / HBM bandwidth`. For mixture-of-experts rows only this side is checked
+(`check_moe_row`), with the routed experts the step's tokens reach rather than all of them.
 """
 
 import math
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vidur_fast.catalog import get_device, get_model
+from vidur_fast.catalog.arch import MOE, mlp_kinds
 from vidur_fast.errors import UserError
 
 # bytes per weight by GEMM precision
@@ -151,3 +153,48 @@ def check_row(model: str, device: str, precision: str, tp: int, pp: int, concurr
 
 def fmt_util(x: float) -> str:
     return "-" if x is None or not math.isfinite(x) else f"{x:.2f}"
+
+
+def moe_decode_floor_ms(model: str, device: str, precision: str, tp: int, attention_dp: int,
+                        concurrency: int) -> float:  # fmt: skip
+    """Weight-read time (ms) of one decode step of a MoE model on one GPU, every client in the
+    batch: the attention, dense, shared-expert, router and norm weights of the TP rank and the
+    LM head once, and of the routed experts (spread over the `tp x attention_dp` GPUs, as
+    whole experts with expert parallelism or as slices of every expert) the share the step's
+    tokens reach with uniform routing, `1 - (1 - top_k / experts)^concurrency`; each group in
+    the format the checkpoint stores it in (`precision` for the rest), at the device's full
+    HBM bandwidth. The embedding table is looked up, not read, and counts nothing."""
+    m = get_model(model)
+    x = m.moe
+    groups = m.params_per_device_by_group(tp, 1, 1)
+    rest = WEIGHT_BYTES.get(precision, 2.0)
+
+    def nbytes(group: str) -> float:
+        if m.quantization and group in m.quantized_groups:
+            return WEIGHT_BYTES.get(m.quantization, 2.0)
+        return rest
+
+    total = sum(n * nbytes(g) for g, n in groups.items() if g not in ("experts", "embeddings"))
+    if x is not None:
+        gpus = tp * attention_dp
+        moe_layers = mlp_kinds(m).count(MOE)
+        all_experts = moe_layers * x.num_experts * 3 * m.embedding_dim * x.expert_dim / gpus
+        reached = 1.0 - (1.0 - x.top_k / x.num_experts) ** max(concurrency, 1)
+        total += reached * all_experts * nbytes("experts")
+    return total / (get_device(device).hbm_bandwidth_gbps * 1e9) * 1e3
+
+
+def check_moe_row(model: str, device: str, precision: str, tp: int, attention_dp: int,
+                  concurrency: int, tpot_ms: float):  # fmt: skip
+    """The decode side of the PhysicsCheck for a MoE row (the prefill side counts dense
+    layers; None when the model or device is not in the catalog): the measured TPOT against
+    `moe_decode_floor_ms` with every client in the step."""
+    try:
+        floor_ms = moe_decode_floor_ms(model, device, precision, tp, attention_dp, concurrency)
+    except UserError:
+        return None
+    flag = ""
+    if tpot_ms < floor_ms:
+        flag = f"TPOT {tpot_ms:.2f} ms < weight read {floor_ms:.2f} ms at {concurrency} sequences"
+    nan = math.nan
+    return PhysicsCheck(nan, nan, nan, nan, floor_ms, flag)

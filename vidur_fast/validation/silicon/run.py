@@ -29,7 +29,7 @@ from vidur_fast.validation.silicon.campaigns import (
     client_lengths,
 )
 from vidur_fast.validation.silicon.moe_campaigns import moe_campaign_for
-from vidur_fast.validation.silicon.physics import check_row
+from vidur_fast.validation.silicon.physics import check_moe_row, check_row
 from vidur_fast.validation.silicon.sample import SiliconRow, is_moe, read_silicon_sample
 
 # GEMM precisions the timing tables are fitted for (PredictorConfig.precision)
@@ -225,13 +225,17 @@ def _simulate_rows(rows, cfg: SiliconValidateConfig, sim_cfg: ValidateConfig, tm
                 b, sim_cfg, camp if cfg.campaign_facts else None, tmp, cfg.prompt_pool
             )
         phys = None
-        # the check counts dense layers on one replica (not a prefill/decode split)
-        if not r.skipped and not is_moe(b.model) and b.pd is None:
+        # the check counts dense layers on one replica (not a prefill/decode split); MoE rows
+        # get its decode side, with the experts the step's tokens reach
+        if not r.skipped and b.pd is None:
             try:
                 device = resolve_device(b.device)
             except UserError:
                 device = ""
-            if device:
+            if device and is_moe(b.model):
+                phys = check_moe_row(b.model, device, b.precision, b.tp, b.attention_dp,
+                                     b.concurrency, b.tpot_ms)  # fmt: skip
+            elif device:
                 phys = check_row(b.model, device, r.precision, b.tp, b.pp, b.concurrency,
                                  b.isl, b.osl, b.ttft_ms, b.tpot_ms)  # fmt: skip
         rec = {
