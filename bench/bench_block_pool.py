@@ -33,7 +33,8 @@ class Params(NamedTuple):
     block_size: int
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+# not cached: Numba would not notice an edit of the pool kernels inlined into it
+@njit(cache=False, nogil=True, _nrt=False)
 def drive_nb(kv, reqs, p, steps, act, tok):
     """The running requests of every replica for `steps` steps.
 
