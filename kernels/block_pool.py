@@ -12,10 +12,6 @@ pool of a replica is megabytes, the accesses random):
   blk[r, b, BLK_REF]    references to block b (0 = free, possibly still cached)
   blk[r, b, BLK_DUP]    the hash map's duplicate link (hash_map.py)
   blk[r, b, BLK_SLOT]   b's slot in the free-block ring while b is free (NO_ID otherwise)
-  blk[r, b, BLK_CACHED] 1 while b holds a hash (hash[r, b] != NO_HASH), else 0: allocation,
-                        frees and evictions test it in the record they touch anyway, so a
-                        block's hash is read only to enter it into or remove it from the map
-                        (a block without a shared hash never has its hash loaded)
   hash[r, b]            chained block hash, NO_HASH when b holds no full cached block
   fring[r, c]           the free-block queue as a ring of block ids; head = next to evict
                         (LRU), NO_ID = a hole left by a block taken out of the middle
@@ -23,7 +19,6 @@ pool of a replica is megabytes, the accesses random):
 
 from numba import njit
 from vidur_fast.kernels.codes import (
-    BLK_CACHED,
     BLK_DUP,
     BLK_REF,
     BLK_SLOT,
@@ -121,7 +116,6 @@ def cache_block_nb(kv, r, b, h):
     Returns: nothing.
     """
     kv.hash[r, b] = h
-    kv.blk[r, b, BLK_CACHED] = 1
     insert_block_nb(kv, r, b, h)
 
 
@@ -135,7 +129,6 @@ def cache_block_unindexed_nb(kv, r, b, h):
     """
     kv.hash[r, b] = h
     kv.blk[r, b, BLK_DUP] = BLK_UNINDEXED
-    kv.blk[r, b, BLK_CACHED] = 1
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -153,7 +146,6 @@ def evict_cached_nb(kv, r, b):
     else:
         remove_block_nb(kv, r, b, kv.hash[r, b])
     kv.hash[r, b] = NO_HASH
-    kv.blk[r, b, BLK_CACHED] = 0
 
 
 # ---- references ----
@@ -199,14 +191,11 @@ def get_new_blocks_nb(kv, r, s, k0, n):
                     prefetch_nb(kv.mark, (r, far))
         if j + PREFETCH_AHEAD < n and pos + PREFETCH_AHEAD < tail:
             near = kv.fring[r, (pos + PREFETCH_AHEAD) & mask]
-            # an unindexed private block is not in the map: its eviction reads no cell (nor
-            # its hash)
-            if (
-                near != NO_ID
-                and kv.blk[r, near, BLK_CACHED] != 0
-                and kv.blk[r, near, BLK_DUP] != BLK_UNINDEXED
-            ):
-                prefetch_nb(kv.ht, (r, kv.hash[r, near] & hmask, HT_KEY))
+            if near != NO_ID:
+                h = kv.hash[r, near]
+                # an unindexed private block is not in the map: its eviction reads no cell
+                if h != NO_HASH and kv.blk[r, near, BLK_DUP] != BLK_UNINDEXED:
+                    prefetch_nb(kv.ht, (r, h & hmask, HT_KEY))
         b = kv.fring[r, pos & mask]
         while b == NO_ID:
             pos += 1
@@ -215,7 +204,7 @@ def get_new_blocks_nb(kv, r, s, k0, n):
         pos += 1
         kv.blk[r, b, BLK_SLOT] = NO_ID
         kv.nfree[r] -= 1
-        if kv.blk[r, b, BLK_CACHED] != 0:
+        if kv.hash[r, b] != NO_HASH:
             evict_cached_nb(kv, r, b)
         kv.blk[r, b, BLK_REF] = 1
         kv.lists[r, s, k] = b
@@ -239,18 +228,19 @@ def free_list_blocks_nb(kv, r, s, n):
         if k >= PREFETCH_AHEAD:  # the records of the block PREFETCH_AHEAD on in the walk
             ahead = kv.lists[r, s, k - PREFETCH_AHEAD]
             prefetch_nb(kv.blk, (r, ahead, 0))
+            prefetch_nb(kv.hash, (r, ahead))
             if memo:
                 prefetch_nb(kv.mark, (r, ahead))
         b = kv.lists[r, s, k]
         kv.blk[r, b, BLK_REF] -= 1
         if kv.blk[r, b, BLK_REF] == 0:
             memo_touch_nb(kv, r, b)
-            if kv.blk[r, b, BLK_CACHED] != 0:
+            if kv.hash[r, b] != NO_HASH:
                 _queue_push_back_nb(kv, r, b)
     # uncached blocks: pushing to the head in forward order leaves them in walk order
     for k in range(n):
         b = kv.lists[r, s, k]
-        if kv.blk[r, b, BLK_REF] == 0 and kv.blk[r, b, BLK_CACHED] == 0:
+        if kv.blk[r, b, BLK_REF] == 0 and kv.hash[r, b] == NO_HASH:
             _queue_push_front_nb(kv, r, b)
 
 
@@ -262,9 +252,9 @@ def init_pool_nb(kv):
     """Set up every replica's pool: all blocks free in id order, nothing cached, slots free.
 
     The arrays come zeroed from allocation (np.zeros) and zero is the initial value of ref
-    counts, hashes (NO_HASH) and their cached flags, memo marks and map keys (HT_EMPTY; a
-    value is read only under a key), so those are not written: their pages stay unmapped until
-    a run touches them (the map of a workload without shared prefixes hardly ever is).
+    counts, hashes (NO_HASH), memo marks and map keys (HT_EMPTY; a value is read only under a
+    key), so those are not written: their pages stay unmapped until a run touches them (the
+    map of a workload without shared prefixes hardly ever is).
     Mutates: kv.
     Returns: nothing.
     """

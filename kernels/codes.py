@@ -92,7 +92,7 @@ KV_RULE_SUM = 1  # Vidur canary: kv = ceil_g(sum(k_i))
 BLK_REF = 0  # references to the block (0 = free, possibly still cached)
 BLK_DUP = 1  # next block cached under the same hash (NO_ID at the end, or BLK_UNINDEXED)
 BLK_SLOT = 2  # slot of the block in its replica's free-block ring while free (NO_ID: in use)
-BLK_CACHED = 3  # 1 while the block holds a hash (KvPool.hash[r, b] != NO_HASH), else 0
+# field 3 is unused: it pads the record to 16 bytes
 BLK_UNINDEXED = -2  # BLK_DUP of a cached block whose private hash is not in the hash map
 HT_KEY = 0  # hash (HT_EMPTY = empty cell)
 HT_VAL = 1  # first block cached under it

@@ -28,7 +28,7 @@ from vidur_fast.kernels.block_pool import (
     get_new_blocks_nb,
     touch_nb,
 )
-from vidur_fast.kernels.codes import BLK_CACHED, BLK_DUP, BLK_REF, BLK_UNINDEXED, HT_KEY
+from vidur_fast.kernels.codes import BLK_DUP, BLK_REF, BLK_UNINDEXED, HT_KEY
 from vidur_fast.kernels.dtypes import NO_HASH, NO_ID
 from vidur_fast.kernels.hash_map import cached_block_nb, insert_block_nb
 from vidur_fast.kernels.prefetch import prefetch_nb
@@ -193,20 +193,16 @@ def cache_full_blocks_nb(kv, reqs, p, r, i, n_tokens):
     Returns: nothing.
     """
     full = n_tokens // p.block_size
-    # a workload without a hash list (synthetic requests) has only private blocks: its
-    # requests' hash offsets are not read (two cache misses a call, two calls per request and
-    # step)
-    if reqs.hashes.shape[0] > 0:
-        lo = reqs.hash_off[i]
-        shared = reqs.hash_off[i + 1] - lo
-        top = full if full < shared else shared
-        if kv.req_cached[i] < top:
-            s = kv.req_slot[i]
-            mask = kv.ht.shape[1] - 1
-            for k in range(kv.req_cached[i], top):
-                if k + PREFETCH_AHEAD < shared:
-                    prefetch_nb(kv.ht, (r, reqs.hashes[lo + k + PREFETCH_AHEAD] & mask, HT_KEY))
-                cache_block_nb(kv, r, kv.lists[r, s, k], reqs.hashes[lo + k])
+    lo = reqs.hash_off[i]
+    shared = reqs.hash_off[i + 1] - lo
+    top = full if full < shared else shared
+    if kv.req_cached[i] < top:
+        s = kv.req_slot[i]
+        mask = kv.ht.shape[1] - 1
+        for k in range(kv.req_cached[i], top):
+            if k + PREFETCH_AHEAD < shared:
+                prefetch_nb(kv.ht, (r, reqs.hashes[lo + k + PREFETCH_AHEAD] & mask, HT_KEY))
+            cache_block_nb(kv, r, kv.lists[r, s, k], reqs.hashes[lo + k])
     if full > kv.req_cached[i]:
         kv.req_cached[i] = full
 
@@ -228,9 +224,11 @@ def _mark_private_nb(kv, reqs, r, i):
     top = kv.req_cached[i]
     for k in range(shared, top):
         if k + PREFETCH_AHEAD < top:  # the records of the block PREFETCH_AHEAD on
-            prefetch_nb(kv.blk, (r, kv.lists[r, s, k + PREFETCH_AHEAD], 0))
+            ahead = kv.lists[r, s, k + PREFETCH_AHEAD]
+            prefetch_nb(kv.hash, (r, ahead))
+            prefetch_nb(kv.blk, (r, ahead, 0))
         b = kv.lists[r, s, k]
-        if kv.blk[r, b, BLK_CACHED] == 0:
+        if kv.hash[r, b] == NO_HASH:
             cache_block_unindexed_nb(kv, r, b, block_hash_nb(reqs, i, k))
 
 

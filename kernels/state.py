@@ -84,7 +84,7 @@ class KvPool(NamedTuple):
     """
 
     # block pool and free-block queue (kernels/block_pool.py)
-    blk: np.ndarray  # int32[R, U, 4]: ref count, dup link, free-ring slot, cached flag
+    blk: np.ndarray  # int32[R, U, 4]: ref count, dup link, free-ring slot, (unused)
     hash: np.ndarray  # int64[R, U], the block's chained hash (NO_HASH: not cached)
     fhead: np.ndarray  # int64[R], ring position of the next block to evict (LRU)
     ftail: np.ndarray  # int64[R], ring position after the last free block

@@ -9,14 +9,13 @@ import dataclasses
 import numpy as np
 import pytest
 from vidur_fast.kernels.codes import (
-    BLK_CACHED,
     BLK_REF,
     KV_RULE_PER_REQUEST,
     KV_RULE_SUM,
     RouterPolicy,
     SchedPolicy,
 )
-from vidur_fast.kernels.dtypes import NEVER, NO_HASH, NO_ID, NS_PER_S
+from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_S
 from vidur_fast.kernels.pd import (
     CONTENTION_FAIR_SHARE,
     CONTENTION_NONE,
@@ -247,11 +246,7 @@ def assert_same(out, ref, sp):
 
 def engine_pool(kv, r):
     """Replica r's pool at the end of a run: the free queue from its head, each block's hash
-    (NO_HASH: not cached) and reference count. Each block record's cached flag must say
-    whether the block holds a hash."""
-    cached = kv.blk[r, :, BLK_CACHED]
-    assert ((cached != 0) == (kv.hash[r] != NO_HASH)).all(), f"replica {r}: cached flags"
-    assert ((cached == 0) | (cached == 1)).all(), f"replica {r}: cached flags"
+    (NO_HASH: not cached) and reference count."""
     order = free_queue_order(kv, r)
     return order, kv.hash[r].tolist(), kv.blk[r, :, BLK_REF].tolist()
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from vidur_fast.kernels import block_pool as bp
 from vidur_fast.kernels import req_blocks as rb
-from vidur_fast.kernels.codes import BLK_CACHED, BLK_REF, HT_KEY, RouterPolicy, SchedPolicy
+from vidur_fast.kernels.codes import BLK_REF, HT_KEY, RouterPolicy, SchedPolicy
 from vidur_fast.kernels.dtypes import NO_HASH, NO_ID
 from vidur_fast.kernels.hash_map import cached_block_nb
 from vidur_fast.kernels.timing import TimingParams
@@ -232,5 +232,3 @@ def test_private_hashes_behave_like_unique_workload_hashes_under_preemption():
     for r in range(2):
         assert _free_order(lazy.kv, r) == _free_order(eager.kv, r)
     assert ((lazy.kv.hash != NO_HASH) == (eager.kv.hash != NO_HASH)).all()
-    for out in (lazy, eager):  # each record's cached flag says whether its block holds a hash
-        assert ((out.kv.blk[:, :, BLK_CACHED] != 0) == (out.kv.hash != NO_HASH)).all()
