@@ -44,6 +44,7 @@ SCENARIOS = {
     "synth1m_nopc": "as synth1m, prefix caching off",
     "synth125k": "an eighth of synth1m at the same load per replica: 125,000 requests, "
     "Poisson 37.5 qps, vllm_v1, 8 replicas",
+    "synth125k_nopc": "as synth125k, prefix caching off",
     "ctx128k": "Llama-3.1-8B, 130,000-token prompts + 1,000 output, vllm_v1, 1 replica",
     "r1000": "1M requests, splitwise_conv lengths, Poisson 4,700 qps, vllm_v1, 1,000 replicas",
     "floor": "the floor: synth1m's requests through a bare jitted chunked-prefill loop "
@@ -119,6 +120,7 @@ def scenario_config(name: str, shared: Path, out_dir: str):
         "synth1m": (1_000_000, 64, 300.0, VllmV1Scheduler()),
         "synth1m_nopc": (1_000_000, 64, 300.0, VllmV1Scheduler(enable_prefix_caching=False)),
         "synth125k": (125_000, 8, 37.5, VllmV1Scheduler()),
+        "synth125k_nopc": (125_000, 8, 37.5, VllmV1Scheduler(enable_prefix_caching=False)),
         "r1000": (1_000_000, 1000, 4700.0, VllmV1Scheduler()),
     }[name]
     return SimConfig(
