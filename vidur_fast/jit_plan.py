@@ -182,36 +182,79 @@ def jobs_by_level(plan: VariantPlan) -> list[list[list[Callee]]]:
     return [levels[k] for k in sorted(levels)]
 
 
+def serve() -> None:
+    """A compile process: compiles each job read from stdin (a line of JSON: [module,
+    qualname, base64 of the pickled argument types] per signature), answering a line when
+    it is done."""
+    for line in sys.stdin:
+        job = json.loads(line)
+        compile_callees([(m, q, base64.b64decode(sig)) for m, q, sig in job])
+        sys.stdout.write("done\n")
+        sys.stdout.flush()
+
+
+def _job_line(job: list[Callee]) -> str:
+    sigs = [(c.module, c.qualname, base64.b64encode(c.sig).decode("ascii")) for c in job]
+    return json.dumps(sigs) + "\n"
+
+
+def _run_levels(levels: list[list[list[Callee]]], workers: int) -> None:
+    """Compile the jobs in `workers` fresh interpreters (`python -c`, so nothing of the
+    caller's __main__ is imported again), level after level, each job to the first idle one."""
+    import select
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    cmd = [sys.executable, "-c", "from vidur_fast.jit_plan import serve; serve()"]
+    opts = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.DEVNULL}
+    procs = [subprocess.Popen(cmd, env=env, text=True, **opts) for _ in range(workers)]
+    try:
+        for level in levels:  # the longest first, so that the last ones keep both busy
+            queue = sorted(level, key=lambda job: -sum(c.cpu_s for c in job))
+            idle, busy = list(procs), {}
+            while queue or busy:
+                while queue and idle:
+                    proc = idle.pop()
+                    proc.stdin.write(_job_line(queue.pop(0)))
+                    proc.stdin.flush()
+                    busy[proc.stdout.fileno()] = proc
+                ready, _, _ = select.select(list(busy), [], [])
+                for fd in ready:
+                    proc = busy.pop(fd)
+                    if not proc.stdout.readline():
+                        raise RuntimeError("a compile process ended")
+                    idle.append(proc)
+    finally:
+        for proc in procs:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+        for proc in procs:
+            proc.wait()
+
+
 def precompile(plan: VariantPlan, workers: int, note) -> int:
     """Compile the plan's callees missing from Numba's cache in `workers` processes, saying
     what and for how long on `note`; returns how many kernels were compiled (0: nothing to
     do, or fewer than two workers, when the loop's own compile is as fast)."""
-    import multiprocessing
-
-    if workers < 2 or multiprocessing.current_process().daemon:  # a pool's worker: no children
+    if workers < 2 or os.name != "posix":  # the processes are waited on with select()
         return 0
     levels = jobs_by_level(plan)
     n_kernels = sum(len(level) for level in levels)
     if n_kernels < 2:
         return 0
     workers = min(workers, n_kernels)
-    cpu = sum(c.cpu_s for level in levels for t in level for c in t)
-    n_sigs = sum(len(t) for level in levels for t in level)
+    cpu = sum(c.cpu_s for level in levels for job in level for c in job)
+    n_sigs = sum(len(job) for level in levels for job in level)
     note(
         f"compiling the {n_kernels} kernels the simulation loop calls ({n_sigs} signatures, "
         f"~{cpu:.0f} CPU-s where recorded) in {workers} processes first: about "
         f"{cpu / workers:.0f} s ..."
     )
-    from concurrent.futures import ProcessPoolExecutor
-
     t0 = time.perf_counter()
-    ctx = multiprocessing.get_context("spawn")  # a clean interpreter: no LLVM state forked
     try:
-        with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-            for level in levels:  # the longest first, so that the last ones keep both busy
-                jobs = sorted(level, key=lambda t: -sum(c.cpu_s for c in t))
-                jobs = [[(c.module, c.qualname, c.sig) for c in t] for t in jobs]
-                list(pool.map(compile_callees, jobs, chunksize=1))
+        _run_levels(levels, workers)
     except Exception:  # no processes here (or one died): the loop's compile does the rest
         note("compiling them in parallel failed; the loop's compile compiles what is missing")
         return 0

@@ -109,8 +109,8 @@ def test_callees_compiled_in_workers_are_loaded_by_the_callers_compile(tmp_path)
             jit_plan.Callee("plan_kernels", n, pickle.dumps(s), 0.1, 0) for n, s in sigs.items()
         ])
         notes = []
-        if __name__ == "__main__":
-            print(jit_plan.precompile(plan, 2, notes.append), len(notes))
+        # no `if __name__ == "__main__"`: the compile processes import nothing of this script
+        print(jit_plan.precompile(plan, 2, notes.append), len(notes))
         """
     )
     (pooled / "precompile.py").write_text(precompile)
