@@ -34,6 +34,7 @@ from typing import NamedTuple
 from vidur_fast.errors import UserError
 
 PLAN_FILE = Path(__file__).with_name("jit_plan.json")
+MAX_WORKERS = 4
 
 
 class Callee(NamedTuple):
@@ -109,10 +110,12 @@ def usable_plan(kernel, args: tuple) -> VariantPlan | None:
 
 def compile_workers() -> int:
     """Processes that compile the callees: VIDUR_FAST_COMPILE_WORKERS when set (0 or 1: none,
-    the loop's compile does it all), else the CPU cores this process may run on."""
+    the loop's compile does it all), else the CPU cores this process may run on, at most
+    MAX_WORKERS (each is an interpreter with Numba, ~150 MB; the plan's levels hold 3-33
+    kernels, so more processes mostly wait)."""
     text = os.environ.get("VIDUR_FAST_COMPILE_WORKERS", "").strip()
     if not text:
-        return cores()
+        return min(cores(), MAX_WORKERS)
     if not text.isdigit():
         raise UserError(f"VIDUR_FAST_COMPILE_WORKERS: must be a whole number >= 0 (got {text!r})")
     return int(text)
