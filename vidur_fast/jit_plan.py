@@ -2,19 +2,20 @@
 
 With an empty Numba cache the loop's compile types every kernel it calls, and typing a call
 compiles the callee (typed, lowered, optimised by LLVM, made machine code, saved to the cache)
-one after the other in one thread: ~85 callees of 0.2-2 CPU-s each, then the loop function
-itself (docs/performance.md, "Start-up"). A callee in Numba's cache is loaded instead, from
-whichever process compiled it, with the LLVM module the loop links and inlines. So on a
-machine with two or more cores the callees compile first in a pool of worker processes, and
-the loop's compile then loads them.
+one after the other in one thread: ~80 callees of 0.1-3 CPU-s each, then the loop function
+itself (docs/performance.md, "Compiling the callees first, in parallel"). A callee in
+Numba's cache is loaded instead, from whichever process compiled it, with the LLVM module the
+loop links and inlines. So on a machine with two or more cores the callees compile first in
+worker processes (fresh interpreters), level by level, and the loop's compile then loads
+them.
 
 Which callees, and their argument types, is only known by typing the loop, so it is recorded:
 `python -m vidur_fast.jit_plan record` compiles each recorded loop variant in a fresh process
 with an empty cache and writes jit_plan.json (per variant: the loop's argument types, each
-callee's module, name, argument types and compile CPU seconds, in the order they finished,
-callees before their callers). A run uses the plan only when its loop's argument types are
-the recorded ones and its Numba version the recording's; otherwise (or when a callee's
-types have changed since) the loop compiles what it needs itself, as it would without a plan.
+callee's module, name, argument types, compile CPU seconds and level in the call graph). A
+run uses the plan only when its loop's argument types are the recorded ones and its Numba
+version the recording's; otherwise (or when a callee's types have changed since) the loop
+compiles what it needs itself, as it would without a plan.
 Either way the machine code is the same: the outputs do not depend on it.
 """
 
