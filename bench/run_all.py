@@ -175,7 +175,7 @@ def worker(name: str, shared: Path, request_csv: bool = True) -> None:
             "write_cpu_s": c_end - c_write,
         }
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    # with the processes that compiled the loop's callees on a cold cache (vidur_fast/jit_plan.py)
+    # with the processes that compiled the loop's callees on a cold cache (engine/jit_plan.py)
     pool = resource.getrusage(resource.RUSAGE_CHILDREN)
     figures["cpu_s"] = usage.ru_utime + usage.ru_stime + pool.ru_utime + pool.ru_stime
     figures["peak_rss_mb"] = usage.ru_maxrss / 1024

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vidur_fast.engine.batch_store import BatchStore
+from vidur_fast.engine.jit_plan import compile_workers, precompile, usable_plan
 from vidur_fast.engine.state import (
     alloc_kv,
     alloc_log,
@@ -18,7 +19,6 @@ from vidur_fast.engine.state import (
     kernel_array,
 )
 from vidur_fast.errors import UserError
-from vidur_fast.jit_plan import compile_workers, precompile, usable_plan
 from vidur_fast.jit_start import start_numba_target
 from vidur_fast.kernels import loop
 from vidur_fast.kernels.block_pool import init_pool_nb

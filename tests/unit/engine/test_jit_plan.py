@@ -11,10 +11,10 @@ import pytest
 from vidur_fast.kernels import loop
 from vidur_fast.kernels.codes import RouterPolicy, SchedPolicy
 
-from vidur_fast import jit_plan
 from vidur_fast.api import simulate
 from vidur_fast.config.sim import SimConfig
 from vidur_fast.config.workload import FixedLengths, SyntheticWorkload
+from vidur_fast.engine import jit_plan
 from vidur_fast.errors import UserError
 
 # A caller kernel and two callees, in a module of their own (cached beside it).
@@ -101,7 +101,7 @@ def test_callees_compiled_in_workers_are_loaded_by_the_callers_compile(tmp_path)
         import pickle
         from numba import types
 
-        from vidur_fast import jit_plan
+        from vidur_fast.engine import jit_plan
 
         arr = types.Array(types.float64, 1, "C")
         sigs = {"scale_nb": (arr, types.float64), "total_nb": (arr,)}
@@ -157,7 +157,7 @@ def test_the_plan_names_kernels_that_exist(policy):
 
 
 def test_the_default_runs_loop_has_the_recorded_argument_types(monkeypatch):
-    # when this fails the kernels' state changed: re-record (python -m vidur_fast.jit_plan record)
+    # fails when the kernels' state changed: python -m vidur_fast.engine.jit_plan record
     seen = []
     real = loop.run_nb
 

@@ -10,7 +10,7 @@ worker processes (fresh interpreters), level by level, and the loop's compile th
 them.
 
 Which callees, and their argument types, is only known by typing the loop, so it is recorded:
-`python -m vidur_fast.jit_plan record` compiles each recorded loop variant in a fresh process
+`python -m vidur_fast.engine.jit_plan record` compiles each recorded loop variant in a fresh process
 with an empty cache and writes jit_plan.json (per variant: the loop's argument types, each
 callee's module, name, argument types, compile CPU seconds and level in the call graph). A
 run uses the plan only when its loop's argument types are the recorded ones and its Numba
@@ -209,7 +209,7 @@ def _run_levels(levels: list[list[list[Callee]]], workers: int) -> None:
     import subprocess
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    cmd = [sys.executable, "-c", "from vidur_fast.jit_plan import serve; serve()"]
+    cmd = [sys.executable, "-c", "from vidur_fast.engine.jit_plan import serve; serve()"]
     opts = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.DEVNULL}
     procs = [subprocess.Popen(cmd, env=env, text=True, **opts) for _ in range(workers)]
     try:
@@ -266,13 +266,13 @@ def precompile(plan: VariantPlan, workers: int, note) -> int:
     return n_kernels
 
 
-# ---- recording (python -m vidur_fast.jit_plan record) ----
+# ---- recording (python -m vidur_fast.engine.jit_plan record) ----
 
 _RECORD = """
 import json, pickle, sys, time
 from numba.core import event
 from numba.core.dispatcher import Dispatcher
-from vidur_fast.jit_plan import _pack
+from vidur_fast.engine.jit_plan import _pack
 from vidur_fast.api import simulate
 from vidur_fast.config.sim import SimConfig
 from vidur_fast.config.workload import FixedLengths, SyntheticWorkload
@@ -379,5 +379,5 @@ def record(schedulers=RECORDED_SCHEDULERS, path: Path = PLAN_FILE) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["record"]:
-        sys.exit("usage: python -m vidur_fast.jit_plan record")
+        sys.exit("usage: python -m vidur_fast.engine.jit_plan record")
     record()
