@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vidur_fast.engine.batch_store import BatchStore
+from vidur_fast.engine.jit_plan import compile_workers, precompile, usable_plan
 from vidur_fast.engine.state import (
     alloc_kv,
     alloc_log,
@@ -260,8 +261,14 @@ def run_engine(
 
     # A zero-step call loads (or compiles) the kernels, so loop_s is simulation time only.
     pd_on = pd_state.role.shape[0] > 0
-    kernel = loop.loop_kernel(sp.policy, pools.rep_pool.shape[0] > 0, pd_on, sp.router)
-    compiling = progress and kernel_cached(kernel) is False
+    pools_on = pools.rep_pool.shape[0] > 0
+    kernel = loop.loop_kernel(sp.policy, pools_on, pd_on, sp.router)
+    missing = kernel_cached(kernel) is False
+    compiling = progress and missing
+    plan = None
+    if missing:
+        args = (reqs, reps, kv, log, run, cl, grids, tparams, sp, pools, pd_state, limit_ns, 0)
+        plan = usable_plan(kernel, args)
     if compiling:
         what = SchedPolicy(sp.policy).name.lower() + (" with PD pools" if pd_on else "")
         if not pd_on and reads_cache(sp.router):
@@ -269,9 +276,20 @@ def run_engine(
         _note(
             bar,
             f"compiling the simulation loop for {what} (first run after installing or "
-            "upgrading, once per scheduler and kind of router: about a minute of one CPU core; "
-            "then cached) ...",
+            "upgrading, once per scheduler and kind of router; then cached) ...",
         )
+    ahead = 0
+    if plan is not None:
+        ahead = precompile(plan, compile_workers(), lambda m: _note(bar, m) if progress else None)
+    if compiling:
+        if plan is None:
+            est = "the loop and the kernels it calls: a minute or more"
+        elif ahead:
+            est = f"the loop function itself: about {plan.loop_cpu_s:.0f} s"
+        else:
+            cpu = plan.loop_cpu_s + sum(c.cpu_s for c in plan.callees)
+            est = f"the loop and the kernels it calls: about {cpu:.0f} s"
+        _note(bar, f"compiling {est} of one CPU core ...")
     t0 = time.perf_counter()
     advance(0)
     if bar is not None:
