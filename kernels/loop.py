@@ -22,7 +22,6 @@ from vidur_fast.kernels.event_tree import tree_build_nb, tree_set_nb, tree_top_n
 from vidur_fast.kernels.kv import free_request_nb
 from vidur_fast.kernels.pd import (
     ROLE_DECODE,
-    ROLE_MIXED,
     pd_drain_nb,
     pd_handoff_nb,
     pd_hands_off_nb,
@@ -355,7 +354,7 @@ def _run_loop_nb(
     arrivals and hand-offs are routed by pd.rt's router groups (also in a cluster of mixed
     pools with routers of their own: every replica mixed, no transfers); empty = no
     disaggregation, and pd.rt the one route group of the cluster router over all replicas
-    (router.cluster_group, routed with two_level off).
+    (router.cluster_group, routed by router.route_nb).
     policy, pools_on, pd_on and cache_router (p.policy, pools.rep_pool.shape[0] > 0,
     pd.role.shape[0] > 0, router.reads_cache(p.router)) are constants of the compiled loop
     (loop_kernel): the branches of other schedulers, those of several pools or of
@@ -413,7 +412,7 @@ def _run_loop_nb(
             if pd_on:
                 rr = pd_route_nb(reps, kv, reqs, pd, p, nr)
             else:
-                rr = route_nb(reps, kv, reqs, pd.rt, p, ROLE_MIXED, nr, 0, cache_router, False)
+                rr = route_nb(reps, kv, reqs, pd.rt, p, nr, cache_router)
             reqs.replica[nr] = rr
             reqs.status[nr] = ReqStatus.WAITING
             wq_push_back_nb(reps, reqs, rr, nr)

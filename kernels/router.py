@@ -10,13 +10,14 @@ replica id (Vidur canary breaks them at random).
 
 Every router routes a group of replicas (RouteGroups): each policy is written once, in
 _pick_nb and _load_nb. A cluster of one pool without prefill/decode pools is one group over
-all its replicas (cluster_group); prefill/decode pools and pools with routers of their own
-have a group per role and per such pool (route_groups). The loop (kernels/loop.py) inlines
-route_nb and the load hooks with two constants: whether the router may read the prefix
-caches (one loop for CACHE_ROUTERS, one for the others: a run with a router that reads none
-compiles none of the cache look-ups of routing) and whether groups have second levels and
-hand-offs (two_level; PD and per-pool routing, whose kernels in kernels/pd.py call
-rt_route_nb and rt_peek_nb, which read any router).
+all its replicas (cluster_group), routed by route_nb (that group's pick and load);
+prefill/decode pools and pools with routers of their own have a group per role and per such
+pool (route_groups), routed by rt_route_nb and rt_peek_nb (called from kernels/pd.py; two
+levels, any router). The loop (kernels/loop.py) inlines route_nb with whether the router
+may read the prefix caches as a constant (one loop for CACHE_ROUTERS, one for the others: a
+run with a router that reads none compiles none of the cache look-ups of routing), and the
+load hooks (prefill_end_nb, batch_end_nb, request_end_nb) with two_level, whether the
+groups have second levels and hand-offs.
 """
 
 from typing import NamedTuple
@@ -109,7 +110,7 @@ class RouteGroups(NamedTuple):
     load2: np.ndarray  # int64[N], what request i added to pend2
     hold: np.ndarray  # int64[N], 1 while a hand-off's decode-side prefill load is held
     held: np.ndarray  # int64[R], hand-offs to the replica whose first step there has not ended
-    u: np.ndarray  # float64[N, 3], uniforms of random picks after the first (see route_nb)
+    u: np.ndarray  # float64[N, 3], uniforms of random picks after the first (see rt_route_nb)
 
 
 def route_groups(
@@ -170,8 +171,8 @@ def route_groups(
 
 def cluster_group(cluster: tuple, r_count: int) -> RouteGroups:
     """The RouteGroups of a cluster of one pool without prefill/decode pools: one group over
-    all r_count replicas with the cluster router `cluster` (as route_groups). Routed with
-    two_level off (route_nb), which touches no per-request array of rt: those are empty."""
+    all r_count replicas with the cluster router `cluster` (as route_groups). route_nb and
+    the hooks with two_level off touch no per-request array of rt: those are empty."""
     return route_groups(np.zeros(r_count, dtype=np.int64), np.zeros(r_count), cluster, [None], 0)
 
 
@@ -238,7 +239,7 @@ def _uncached_policy_nb(policy):
     )
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _counts_nb(policy):
     """Whether a router's load is requests routed and not finished (lor, sticky_lor).
 
@@ -248,7 +249,7 @@ def _counts_nb(policy):
     return policy == RouterPolicy.LOR or policy == RouterPolicy.STICKY_LOR
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _g_argmin_nb(x, ids, lo, hi):
     """Replica of ids[lo:hi] with the smallest x (ties: lowest id).
 
@@ -262,7 +263,7 @@ def _g_argmin_nb(x, ids, lo, hi):
     return best
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _g_least_waiting_nb(reps, rt, lo, hi):
     """Replica of rt.ids[lo:hi] with the fewest waiting requests: its waiting queue and the
     hand-offs held for it (ties: lowest id).
@@ -441,7 +442,34 @@ def _load_nb(kv, reqs, p, policy, r, i, cache_aware):
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
-def route_nb(reps, kv, reqs, rt, p, role, i, stage, cache_aware, two_level):
+def _add_load_nb(reps, kv, reqs, p, policy, r, i, cache_aware):
+    """Request i routed to replica r: its first-level router's load (_load_nb) goes on
+    reps.pending and is kept in reqs.route_load.
+
+    Mutates: reps.pending, reqs.route_load.
+    Returns: nothing.
+    """
+    load = _load_nb(kv, reqs, p, policy, r, i, cache_aware)
+    reps.pending[r] += load
+    reqs.route_load[i] = load
+
+
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def route_nb(reps, kv, reqs, rt, p, i, cache_aware):
+    """Route arriving request i with the one group of a cluster_group (all replicas, the
+    cluster router): its pick and its load. Random picks read reqs.u_route[i].
+
+    cache_aware: as _pick_nb (a constant of the compiled loop, kernels/loop.py).
+    Mutates: reps.pending, reqs.route_load, rt.rr, rt.sess.
+    Returns: replica index.
+    """
+    r = _pick_nb(reps, kv, reqs, rt, p, 0, reps.pending, i, reqs.u_route[i], True, cache_aware)
+    _add_load_nb(reps, kv, reqs, p, rt.policy[0], r, i, cache_aware)
+    return r
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def rt_route_nb(reps, kv, reqs, rt, p, role, i, stage):
     """Route request i over the replicas of role (ROLE_* index): the role's first-level
     router picks; when its pick lies in a pool with its own router, that router picks again
     within the pool. Each adds its load to the replica chosen. stage 0 = arrival, 1 = the
@@ -449,41 +477,22 @@ def route_nb(reps, kv, reqs, rt, p, role, i, stage, cache_aware, two_level):
     first step there ends). Random picks: the arrival's first-level pick reads
     reqs.u_route[i], the other three rt.u[i].
 
-    cache_aware: as _pick_nb. two_level: rt may have second-level groups and hand-offs (PD
-    pools, pools with routers of their own); without it (the one group of a cluster_group)
-    the request's own arrays of rt (load2, hold, u) are neither read nor written. Both are
-    constants of the compiled loop (kernels/loop.py); rt_route_nb is this for every case.
     Mutates: reps.pending, reqs.route_load, rt (counters, pins, pend2, load2, hold, held).
     Returns: replica index.
     """
     g = rt.first[role]
     u1 = reqs.u_route[i] if stage == 0 else rt.u[i, 1]
-    r = _pick_nb(reps, kv, reqs, rt, p, g, reps.pending, i, u1, True, cache_aware)
-    if two_level:
-        g2 = rt.sub[r]
-        if g2 != NO_ID:
-            r = _g_pick_nb(reps, kv, reqs, rt, p, g2, rt.pend2, i, rt.u[i, 2 * stage], True)
-            load2 = _load_nb(kv, reqs, p, rt.policy[g2], r, i, True)
-            rt.pend2[r] += load2
-            rt.load2[i] = load2
-    load = _load_nb(kv, reqs, p, rt.policy[g], r, i, cache_aware)
-    reps.pending[r] += load
-    reqs.route_load[i] = load
-    if two_level:
-        rt.hold[i] = stage
-        rt.held[r] += stage
+    r = _g_pick_nb(reps, kv, reqs, rt, p, g, reps.pending, i, u1, True)
+    g2 = rt.sub[r]
+    if g2 != NO_ID:
+        r = _g_pick_nb(reps, kv, reqs, rt, p, g2, rt.pend2, i, rt.u[i, 2 * stage], True)
+        load2 = _load_nb(kv, reqs, p, rt.policy[g2], r, i, True)
+        rt.pend2[r] += load2
+        rt.load2[i] = load2
+    _add_load_nb(reps, kv, reqs, p, rt.policy[g], r, i, True)
+    rt.hold[i] = stage
+    rt.held[r] += stage
     return r
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def rt_route_nb(reps, kv, reqs, rt, p, role, i, stage):
-    """route_nb over route groups of any routers, with second levels and hand-offs (PD
-    pools, pools with routers of their own).
-
-    Mutates: reps.pending, reqs.route_load, rt (counters, pins, pend2, load2, hold, held).
-    Returns: replica index.
-    """
-    return route_nb(reps, kv, reqs, rt, p, role, i, stage, True, True)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -504,7 +513,9 @@ def rt_peek_nb(reps, kv, reqs, rt, p, role, i):
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
 def prefill_end_nb(reps, reqs, rt, r, i, two_level):
     """Request i's prefill completed on replica r (on a decode replica: its first step
-    there): the routers whose load lasts until then take it off. two_level: as route_nb.
+    there): the routers whose load lasts until then take it off. two_level: rt may have
+    second-level groups and hand-offs (PD pools, pools with routers of their own), a constant
+    of the compiled loop; without it (a cluster_group) rt's per-request arrays are untouched.
 
     NOTE(fix): subtracts what was added at routing, not the current (restart-changed) prompt,
     so the counter cannot drift.
@@ -525,7 +536,7 @@ def prefill_end_nb(reps, reqs, rt, r, i, two_level):
 def batch_end_nb(reps, rt, r, s, two_level):
     """lop_batch_end: replica r's finished batch in slot s takes its prompt tokens off the
     load (tokens served from the prefix cache are never taken off, as in Vidur canary).
-    two_level: as route_nb.
+    two_level: as prefill_end_nb.
 
     Mutates: reps.pending, rt.pend2.
     Returns: nothing.
@@ -541,7 +552,7 @@ def batch_end_nb(reps, rt, r, s, two_level):
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
 def request_end_nb(reps, rt, r, two_level):
     """A request routed to replica r completed there (a prefill: handed off): lor and
-    sticky_lor count it off. two_level: as route_nb.
+    sticky_lor count it off. two_level: as prefill_end_nb.
 
     Mutates: reps.pending, rt.pend2.
     Returns: nothing.
