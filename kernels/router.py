@@ -317,7 +317,9 @@ def _g_least_imbalance_nb(pend, kv, reqs, p, ids, lo, hi, i):
 
 @njit(cache=True, nogil=True, _nrt=False)
 def _g_keeps_session_nb(pend, kv, reqs, p, rt, g, i, pinned):
-    """Group g's tolerant/ranked test of the pinned replica (as _keeps_session_nb).
+    """Whether group g's tolerant/ranked router keeps request i on its session's pinned
+    replica. Tolerant: the pinned replica's imbalance is within the tolerance factor of the
+    group's smallest. Ranked: fewer than top_k replicas rank before it (by imbalance, then id).
 
     Mutates: nothing.
     Returns: bool.
@@ -340,7 +342,9 @@ def _g_keeps_session_nb(pend, kv, reqs, p, rt, g, i, pinned):
 
 @njit(cache=True, nogil=True, _nrt=False)
 def _g_prefix_aware_nb(pend, kv, reqs, p, rt, g, i):
-    """Group g's prefix_aware pick (as _route_prefix_aware_nb, over its replicas).
+    """Group g's prefix_aware pick: its replica holding the longest cached prefix of request
+    i's prompt among those whose load is within rt.imb[g] tokens of the least loaded; ties go
+    to the lower load, then the lower id. Without any cached prefix: the least loaded.
 
     Mutates: nothing.
     Returns: replica index.
