@@ -71,11 +71,6 @@ LS_NOW = 2  # time of the last event handled
 LS_STEPS = 3  # loop iterations run
 N_LS = 4
 
-# router state (int64 array): [RSTATE_RR] round-robin counter, then from RSTATE_SESSIONS one
-# replica per dense session id (sticky routing)
-RSTATE_RR = 0
-RSTATE_SESSIONS = 4
-
 # grid lookups clamped at an edge (TimingGrids.counters), per family
 CLAMP_TOKENS = 0
 CLAMP_DECODE_BATCH = 1

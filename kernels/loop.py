@@ -34,14 +34,11 @@ from vidur_fast.kernels.pd import (
 from vidur_fast.kernels.pools import pool_grids_nb, pool_sched_nb, pool_timing_nb
 from vidur_fast.kernels.queues import wq_push_back_nb, wq_remove_nb
 from vidur_fast.kernels.router import (
-    on_batch_end_nb,
-    on_prefill_end_nb,
-    on_request_end_nb,
+    batch_end_nb,
+    prefill_end_nb,
     reads_cache,
-    route_request_nb,
-    rt_batch_end_nb,
-    rt_prefill_end_nb,
-    rt_request_end_nb,
+    request_end_nb,
+    route_nb,
 )
 from vidur_fast.kernels.sched import (
     after_completion_nb,
@@ -285,26 +282,23 @@ def _finish_batch_nb(reps, kv, reqs, hist, cl, p, pools, pd, r, s, now_ns, polic
             if (g_before == 0 and reqs.generated[i] == 1 and pd.dst[i] != r) or (
                 pd.rt.hold[i] != 0 and pd.dst[i] == r
             ):
-                rt_prefill_end_nb(reps, reqs, pd.rt, r, i)
+                prefill_end_nb(reps, reqs, pd.rt, r, i, True)
         elif g_before == 0 and reqs.generated[i] == 1:
-            on_prefill_end_nb(reps, reqs, r, i, p.router)
+            prefill_end_nb(reps, reqs, pd.rt, r, i, False)
         if complete and pd_on and pd_hands_off_nb(reqs, pd, r, i):
             if reqs.status[i] == ReqStatus.PREEMPTED:
                 # NOTE(vllm): stale output (async) finished a preempted prefill: off the queue
                 wq_remove_nb(reps, reqs, r, i)
             else:
                 after_completion_nb(reps, p, r, i, policy)
-            rt_request_end_nb(reps, pd.rt, r)
+            request_end_nb(reps, pd.rt, r, True)
             pd_handoff_nb(reps, kv, reqs, pd, pools, p, i, now_ns)
         elif complete:
             queued = reqs.status[i] == ReqStatus.PREEMPTED
             reqs.status[i] = ReqStatus.FINISHED
             reqs.done_ns[i] = now_ns
             free_request_nb(reps, kv, reqs, p, r, i, now_ns)
-            if pd_on:
-                rt_request_end_nb(reps, pd.rt, r)
-            else:
-                on_request_end_nb(reps, r, p.router)
+            request_end_nb(reps, pd.rt, r, pd_on)
             done += 1
             if cl.heap_t.shape[0] > 0:
                 release_next_nb(cl, reqs, i, now_ns)
@@ -315,10 +309,7 @@ def _finish_batch_nb(reps, kv, reqs, hist, cl, p, pools, pd, r, s, now_ns, polic
                 after_completion_nb(reps, p, r, i, policy)
         elif not after_step_nb(reps, reqs, p, r, i, reps.bat_seq[r, s], policy):
             return -1
-    if pd_on:
-        rt_batch_end_nb(reps, pd.rt, r, s)
-    else:
-        on_batch_end_nb(reps, r, s, p.router)
+    batch_end_nb(reps, pd.rt, r, s, pd_on)
     reps.bat_n[r, s] = 0
     reps.bat_end[r, s] = NEVER
     reps.inflight[r] -= 1
@@ -362,18 +353,18 @@ def _run_loop_nb(
     byte leaving its link comes before those (equal times by link id, then request id);
     arrivals and hand-offs are routed by pd.rt's router groups (also in a cluster of mixed
     pools with routers of their own: every replica mixed, no transfers); empty = no
-    disaggregation, the one cluster router (route_request_nb).
+    disaggregation, and pd.rt the one route group of the cluster router over all replicas
+    (router.cluster_group, routed by router.route_nb).
     policy, pools_on, pd_on and cache_router (p.policy, pools.rep_pool.shape[0] > 0,
     pd.role.shape[0] > 0, router.reads_cache(p.router)) are constants of the compiled loop
     (loop_kernel): the branches of other schedulers, those of several pools or of
     disaggregation when the run has none, and the cache look-ups of routing when the router
     makes none, are dropped before typing.
-    Mutates: reqs, reps, kv, log, run (loop cursor, router state, TBT histogram), cl,
+    Mutates: reqs, reps, kv, log, run (loop cursor, TBT histogram), cl,
     grids.counters, pd.
     Returns: a RunStatus.
     """
     lstate = run.loop
-    rstate = run.router
     hist = run.tbt_hist
     n = reqs.arrival_ns.shape[0]
     log_cap = log.start_ns.shape[0]
@@ -421,7 +412,7 @@ def _run_loop_nb(
             if pd_on:
                 rr = pd_route_nb(reps, kv, reqs, pd, p, nr)
             else:
-                rr = route_request_nb(reps, rstate, kv, reqs, p, nr, cache_router)
+                rr = route_nb(reps, kv, reqs, pd.rt, p, nr, cache_router)
             reqs.replica[nr] = rr
             reqs.status[nr] = ReqStatus.WAITING
             wq_push_back_nb(reps, reqs, rr, nr)

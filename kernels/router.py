@@ -8,22 +8,27 @@ replica does not hold in its prefix cache, until the prefill completes. What a r
 is kept in reqs.route_load and taken off at its first prefill end. Ties go to the lowest
 replica id (Vidur canary breaks them at random).
 
-route_request_nb takes whether the cluster router reads the prefix caches as an argument
-that the loop passes as a constant (kernels/loop.py compiles one loop for those routers and
-one for the others), so a run with a router that does not read them compiles none of the
-cache look-ups of routing. The route groups of disaggregated and per-pool routing (rt_*_nb)
-read their routers from RouteGroups at run time.
+Every router routes a group of replicas (RouteGroups): each policy is written once, in
+_pick_nb and _load_nb. A cluster of one pool without prefill/decode pools is one group over
+all its replicas (cluster_group), routed by route_nb (that group's pick and load);
+prefill/decode pools and pools with routers of their own have a group per role and per such
+pool (route_groups), routed by rt_route_nb and rt_peek_nb (called from kernels/pd.py; two
+levels, any router). The loop (kernels/loop.py) inlines route_nb with whether the router
+may read the prefix caches as a constant (one loop for CACHE_ROUTERS, one for the others: a
+run with a router that reads none compiles none of the cache look-ups of routing), and the
+load hooks (prefill_end_nb, batch_end_nb, request_end_nb) with two_level, whether the
+groups have second levels and hand-offs.
 """
 
 from typing import NamedTuple
 
 import numpy as np
 from numba import njit
-from vidur_fast.kernels.codes import RSTATE_RR, RSTATE_SESSIONS, RouterPolicy
+from vidur_fast.kernels.codes import RouterPolicy
 from vidur_fast.kernels.dtypes import NO_ID
 from vidur_fast.kernels.kv import cached_prefix_blocks_nb
 
-# routers that look up the replicas' prefix caches (route_request_nb's cache_aware)
+# routers that look up the replicas' prefix caches (route_nb's cache_aware)
 CACHE_ROUTERS = (
     RouterPolicy.PREFIX_AWARE,
     RouterPolicy.LOP_UNCACHED,
@@ -37,7 +42,7 @@ def reads_cache(router: int) -> bool:
     return int(router) in CACHE_ROUTERS
 
 
-# routers that pin a request's session to a replica (they keep one rstate slot per session)
+# routers that pin a request's session to a replica (a RouteGroups.sess column per session)
 SESSION_ROUTERS = (
     RouterPolicy.STICKY,
     RouterPolicy.STICKY_ROUND_ROBIN,
@@ -45,37 +50,6 @@ SESSION_ROUTERS = (
     RouterPolicy.TOLERANT_STICKY_LOP_UNCACHED,
     RouterPolicy.RANKED_STICKY_LOP_UNCACHED,
 )
-
-
-# plain ints (not enum attributes), so that Numba can fold `policy == _LOP` for a constant policy
-_ROUND_ROBIN = int(RouterPolicy.ROUND_ROBIN)
-_RANDOM = int(RouterPolicy.RANDOM)
-_LOR = int(RouterPolicy.LOR)
-_LOP = int(RouterPolicy.LOP)
-_STICKY = int(RouterPolicy.STICKY)
-_PREFIX_AWARE = int(RouterPolicy.PREFIX_AWARE)
-_LEAST_WAITING = int(RouterPolicy.LEAST_WAITING)
-_LOP_BINARY = int(RouterPolicy.LOP_BINARY)
-_LOP_BATCH_END = int(RouterPolicy.LOP_BATCH_END)
-_LOP_UNCACHED = int(RouterPolicy.LOP_UNCACHED)
-_STICKY_ROUND_ROBIN = int(RouterPolicy.STICKY_ROUND_ROBIN)
-_STICKY_LOR = int(RouterPolicy.STICKY_LOR)
-_TOLERANT = int(RouterPolicy.TOLERANT_STICKY_LOP_UNCACHED)
-_RANKED = int(RouterPolicy.RANKED_STICKY_LOP_UNCACHED)
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def _argmin_nb(x):
-    """Index of the smallest value; ties go to the lowest replica id.
-
-    Mutates: nothing.
-    Returns: int.
-    """
-    best = 0
-    for k in range(1, x.shape[0]):
-        if x[k] < x[best]:
-            best = k
-    return best
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
@@ -104,194 +78,7 @@ def _uncached_nb(kv, reqs, p, r, i):
     return reqs.prompt[i] - cached_prefix_blocks_nb(kv, reqs, p, r, i) * p.block_size
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def _imbalance_nb(pending, r, add):
-    """max - min of the loads if replica r took add more.
-
-    Mutates: nothing.
-    Returns: int.
-    """
-    hi = pending[r] + add
-    lo = hi
-    for k in range(pending.shape[0]):
-        v = pending[k] + add if k == r else pending[k]
-        if v > hi:
-            hi = v
-        if v < lo:
-            lo = v
-    return hi - lo
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def _least_imbalance_nb(reps, kv, reqs, p, i):
-    """Replica whose taking request i's uncached prompt leaves the loads most even (lowest id
-    among equals).
-
-    Mutates: nothing.
-    Returns: replica index.
-    """
-    best = 0
-    best_imb = _imbalance_nb(reps.pending, 0, _uncached_nb(kv, reqs, p, 0, i))
-    for r in range(1, p.num_replicas):
-        imb = _imbalance_nb(reps.pending, r, _uncached_nb(kv, reqs, p, r, i))
-        if imb < best_imb:
-            best, best_imb = r, imb
-    return best
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def _keeps_session_nb(reps, kv, reqs, p, i, pinned):
-    """Tolerant: the pinned replica's imbalance is within the tolerance factor of the smallest.
-    Ranked: fewer than top_k replicas rank before it (by imbalance, then id).
-
-    Mutates: nothing.
-    Returns: bool.
-    """
-    mine = _imbalance_nb(reps.pending, pinned, _uncached_nb(kv, reqs, p, pinned, i))
-    least = mine
-    ahead = 0
-    for r in range(p.num_replicas):
-        imb = _imbalance_nb(reps.pending, r, _uncached_nb(kv, reqs, p, r, i))
-        if imb < least:
-            least = imb
-        if imb < mine or (imb == mine and r < pinned):
-            ahead += 1
-    if p.router == RouterPolicy.TOLERANT_STICKY_LOP_UNCACHED:
-        return mine <= p.router_tolerance_factor * least
-    return ahead < p.router_top_k
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def _route_prefix_aware_nb(reps, kv, reqs, p, i):
-    """Replica holding the longest cached prefix of request i's prompt among those whose
-    outstanding prefill is within p.max_imbalance_tokens tokens of the least loaded; ties go to
-    the lower load, then the lower id. Without any cached prefix: least outstanding prefill.
-
-    Mutates: nothing.
-    Returns: replica index.
-    """
-    least = _argmin_nb(reps.pending)
-    bound = reps.pending[least] + p.max_imbalance_tokens
-    best = least
-    best_len = 0
-    for r in range(p.num_replicas):
-        if reps.pending[r] > bound:
-            continue
-        m = cached_prefix_blocks_nb(kv, reqs, p, r, i)
-        if m > best_len or (m == best_len and m > 0 and reps.pending[r] < reps.pending[best]):
-            best = r
-            best_len = m
-    return best
-
-
-@njit(cache=True, nogil=True, _nrt=False, inline="always")
-def route_request_nb(reps, rstate, kv, reqs, p, i, cache_aware):
-    """Choose the replica of request i with the cluster router p.router.
-
-    cache_aware: p.router is one of CACHE_ROUTERS (reads_cache). A constant in the compiled
-    loop (kernels/loop.py compiles one loop for these routers and one for the others): without
-    it the branches that look up the prefix cache are dropped before typing, and so are the
-    kernels they call.
-    rstate: int64 scratch (rstate[RSTATE_RR] = round-robin counter, then from RSTATE_SESSIONS
-    one replica per dense session id for the session routers, NO_ID until the session is first
-    routed); random routing reads the request's pre-drawn uniform reqs.u_route[i].
-    Session routers: a session stays on the replica of its first request, chosen by lop
-    (sticky), round robin over sessions (sticky_round_robin), lor (sticky_lor) or least
-    imbalance (tolerant/ranked, which re-pin the session when its replica falls out of their
-    bound); requests without a session go by that same choice.
-    Mutates: rstate, reps.pending, reqs.route_load.
-    Returns: replica index.
-    """
-    n = p.num_replicas
-    policy = p.router
-    sid = reqs.session[i]
-    pins = _pins_sessions_nb(policy)
-    pinned = -1
-    if pins and sid >= 0:
-        pinned = rstate[RSTATE_SESSIONS + sid]
-    if n == 1:
-        r = 0
-    elif policy == _ROUND_ROBIN or (policy == _STICKY_ROUND_ROBIN and pinned < 0):
-        r = rstate[RSTATE_RR] % n
-        rstate[RSTATE_RR] += 1
-    elif policy == _RANDOM:
-        r = int(reqs.u_route[i] * n)
-        if r >= n:
-            r = n - 1
-    elif pinned >= 0 and (
-        policy == _STICKY
-        or policy == _STICKY_ROUND_ROBIN
-        or policy == _STICKY_LOR
-        or (
-            cache_aware
-            and (policy == _TOLERANT or policy == _RANKED)
-            and _keeps_session_nb(reps, kv, reqs, p, i, pinned)
-        )
-    ):
-        r = pinned
-    elif cache_aware and policy == _PREFIX_AWARE:
-        r = _route_prefix_aware_nb(reps, kv, reqs, p, i)
-    elif policy == _LEAST_WAITING:
-        # Vidur main's lor: the replica with the shortest waiting queue (running requests are
-        # not counted); the request joins that queue right away
-        r = _argmin_nb(reps.wq_len)
-    elif cache_aware and (policy == _LOP_UNCACHED or policy == _TOLERANT or policy == _RANKED):
-        r = _least_imbalance_nb(reps, kv, reqs, p, i)
-    else:
-        r = _argmin_nb(reps.pending)
-    if pins and sid >= 0:
-        rstate[RSTATE_SESSIONS + sid] = r
-    load = 0
-    if policy == _LOR or policy == _STICKY_LOR or policy == _LOP_BINARY:
-        load = 1
-    elif cache_aware and (policy == _LOP_UNCACHED or policy == _TOLERANT or policy == _RANKED):
-        load = _uncached_nb(kv, reqs, p, r, i)
-    elif policy == _LOP or policy == _STICKY or policy == _PREFIX_AWARE or policy == _LOP_BATCH_END:
-        load = reqs.prompt[i]
-    reps.pending[r] += load
-    reqs.route_load[i] = load
-    return r
-
-
-@njit(cache=True, nogil=True, _nrt=False, inline="always")
-def on_prefill_end_nb(reps, reqs, r, i, policy):
-    """Router bookkeeping when request i first completes its prefill on replica r: the
-    routers whose load lasts until then take it off (policy: p.router).
-
-    NOTE(fix): subtracts what was added at routing, not the current (restart-changed) prompt,
-    so the counter cannot drift.
-    Mutates: reps.pending.
-    Returns: nothing.
-    """
-    if _holds_until_prefill_nb(policy):
-        reps.pending[r] -= reqs.route_load[i]
-
-
-@njit(cache=True, nogil=True, _nrt=False, inline="always")
-def on_batch_end_nb(reps, r, s, policy):
-    """lop_batch_end: a finished batch takes its prompt tokens off the replica's load (tokens
-    served from the prefix cache are never taken off, as in Vidur canary).
-
-    Mutates: reps.pending.
-    Returns: nothing.
-    """
-    if policy == _LOP_BATCH_END:
-        reps.pending[r] -= reps.bat_npre[r, s]
-
-
-@njit(cache=True, nogil=True, _nrt=False, inline="always")
-def on_request_end_nb(reps, r, policy):
-    """Router bookkeeping when a request completes on replica r (lor, sticky_lor count
-    requests).
-
-    Mutates: reps.pending.
-    Returns: nothing.
-    """
-    if policy == _LOR or policy == _STICKY_LOR:
-        reps.pending[r] -= 1
-
-
-# ---- routing over replica subsets (prefill/decode pools, per-pool routers) ----
+# ---- route groups: routers over replica subsets ----
 
 
 class RouteGroups(NamedTuple):
@@ -382,8 +169,15 @@ def route_groups(
     )
 
 
+def cluster_group(cluster: tuple, r_count: int) -> RouteGroups:
+    """The RouteGroups of a cluster of one pool without prefill/decode pools: one group over
+    all r_count replicas with the cluster router `cluster` (as route_groups). route_nb and
+    the hooks with two_level off touch no per-request array of rt: those are empty."""
+    return route_groups(np.zeros(r_count, dtype=np.int64), np.zeros(r_count), cluster, [None], 0)
+
+
 def no_groups() -> RouteGroups:
-    """The RouteGroups of a cluster routed by the one cluster router (no groups)."""
+    """Empty RouteGroups (no groups; the engine fills in a run's own)."""
     i = np.zeros(0, dtype=np.int64)
     return RouteGroups(
         i,
@@ -445,7 +239,7 @@ def _uncached_policy_nb(policy):
     )
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _counts_nb(policy):
     """Whether a router's load is requests routed and not finished (lor, sticky_lor).
 
@@ -455,7 +249,7 @@ def _counts_nb(policy):
     return policy == RouterPolicy.LOR or policy == RouterPolicy.STICKY_LOR
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _g_argmin_nb(x, ids, lo, hi):
     """Replica of ids[lo:hi] with the smallest x (ties: lowest id).
 
@@ -469,7 +263,7 @@ def _g_argmin_nb(x, ids, lo, hi):
     return best
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _g_least_waiting_nb(reps, rt, lo, hi):
     """Replica of rt.ids[lo:hi] with the fewest waiting requests: its waiting queue and the
     hand-offs held for it (ties: lowest id).
@@ -523,7 +317,9 @@ def _g_least_imbalance_nb(pend, kv, reqs, p, ids, lo, hi, i):
 
 @njit(cache=True, nogil=True, _nrt=False)
 def _g_keeps_session_nb(pend, kv, reqs, p, rt, g, i, pinned):
-    """Group g's tolerant/ranked test of the pinned replica (as _keeps_session_nb).
+    """Whether group g's tolerant/ranked router keeps request i on its session's pinned
+    replica. Tolerant: the pinned replica's imbalance is within the tolerance factor of the
+    group's smallest. Ranked: fewer than top_k replicas rank before it (by imbalance, then id).
 
     Mutates: nothing.
     Returns: bool.
@@ -546,7 +342,9 @@ def _g_keeps_session_nb(pend, kv, reqs, p, rt, g, i, pinned):
 
 @njit(cache=True, nogil=True, _nrt=False)
 def _g_prefix_aware_nb(pend, kv, reqs, p, rt, g, i):
-    """Group g's prefix_aware pick (as _route_prefix_aware_nb, over its replicas).
+    """Group g's prefix_aware pick: its replica holding the longest cached prefix of request
+    i's prompt among those whose load is within rt.imb[g] tokens of the least loaded; ties go
+    to the lower load, then the lower id. Without any cached prefix: the least loaded.
 
     Mutates: nothing.
     Returns: replica index.
@@ -567,13 +365,20 @@ def _g_prefix_aware_nb(pend, kv, reqs, p, rt, g, i):
     return best
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def _g_pick_nb(reps, kv, reqs, rt, p, g, pend, i, u, commit):
-    """The replica group g's router picks for request i over its replicas, as
-    route_request_nb does over all (pend: the group's loads; u: the uniform of a random
-    pick). commit: advance the round-robin counter and pin the request's session (else only
-    look). Adds no load.
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _pick_nb(reps, kv, reqs, rt, p, g, pend, i, u, commit, cache_aware):
+    """The replica group g's router picks for request i over its replicas (pend: the group's
+    loads; u: the uniform of a random pick). commit: advance the round-robin counter and pin
+    the request's session (else only look). Adds no load.
 
+    Session routers: a session stays on the replica of its first request, chosen by lop
+    (sticky), round robin over sessions (sticky_round_robin), lor (sticky_lor) or least
+    imbalance (tolerant/ranked, which re-pin the session when its replica falls out of their
+    bound); requests without a session go by that same choice. least_waiting (Vidur main's
+    lor): the shortest waiting queue (running requests not counted), hand-offs held counted.
+    cache_aware: the group's router may be one of CACHE_ROUTERS; a constant where this is
+    inlined, so that without it the branches that look up the prefix caches are dropped
+    before typing, and so are the kernels they call.
     Mutates: rt.rr, rt.sess (commit only).
     Returns: replica index.
     """
@@ -598,14 +403,14 @@ def _g_pick_nb(reps, kv, reqs, rt, p, g, pend, i, u, commit):
         policy == RouterPolicy.STICKY
         or policy == RouterPolicy.STICKY_ROUND_ROBIN
         or policy == RouterPolicy.STICKY_LOR
-        or _g_keeps_session_nb(pend, kv, reqs, p, rt, g, i, pinned)
+        or (cache_aware and _g_keeps_session_nb(pend, kv, reqs, p, rt, g, i, pinned))
     ):
         r = pinned
-    elif policy == RouterPolicy.PREFIX_AWARE:
+    elif cache_aware and policy == RouterPolicy.PREFIX_AWARE:
         r = _g_prefix_aware_nb(pend, kv, reqs, p, rt, g, i)
     elif policy == RouterPolicy.LEAST_WAITING:
         r = _g_least_waiting_nb(reps, rt, lo, hi)
-    elif _uncached_policy_nb(policy):
+    elif cache_aware and _uncached_policy_nb(policy):
         r = _g_least_imbalance_nb(pend, kv, reqs, p, rt.ids, lo, hi, i)
     else:
         r = _g_argmin_nb(pend, rt.ids, lo, hi)
@@ -615,19 +420,56 @@ def _g_pick_nb(reps, kv, reqs, rt, p, g, pend, i, u, commit):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _g_load_nb(kv, reqs, p, policy, r, i):
-    """What request i adds to replica r's load under a router (route_request_nb's loads).
+def _g_pick_nb(reps, kv, reqs, rt, p, g, pend, i, u, commit):
+    """_pick_nb for a group of any router (those of PD roles and pools with routers).
+
+    Mutates: rt.rr, rt.sess (commit only).
+    Returns: replica index.
+    """
+    return _pick_nb(reps, kv, reqs, rt, p, g, pend, i, u, commit, True)
+
+
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _load_nb(kv, reqs, p, policy, r, i, cache_aware):
+    """What request i adds to replica r's load under a router (cache_aware: as _pick_nb).
 
     Mutates: nothing.
     Returns: int.
     """
     if _counts_nb(policy) or policy == RouterPolicy.LOP_BINARY:
         return 1
-    if _uncached_policy_nb(policy):
+    if cache_aware and _uncached_policy_nb(policy):
         return _uncached_nb(kv, reqs, p, r, i)
     if _holds_until_prefill_nb(policy) or policy == RouterPolicy.LOP_BATCH_END:
         return reqs.prompt[i]
     return 0
+
+
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _add_load_nb(reps, kv, reqs, p, policy, r, i, cache_aware):
+    """Request i routed to replica r: its first-level router's load (_load_nb) goes on
+    reps.pending and is kept in reqs.route_load.
+
+    Mutates: reps.pending, reqs.route_load.
+    Returns: nothing.
+    """
+    load = _load_nb(kv, reqs, p, policy, r, i, cache_aware)
+    reps.pending[r] += load
+    reqs.route_load[i] = load
+
+
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def route_nb(reps, kv, reqs, rt, p, i, cache_aware):
+    """Route arriving request i with the one group of a cluster_group (all replicas, the
+    cluster router): its pick and its load. Random picks read reqs.u_route[i].
+
+    cache_aware: as _pick_nb (a constant of the compiled loop, kernels/loop.py).
+    Mutates: reps.pending, reqs.route_load, rt.rr, rt.sess.
+    Returns: replica index.
+    """
+    r = _pick_nb(reps, kv, reqs, rt, p, 0, reps.pending, i, reqs.u_route[i], True, cache_aware)
+    _add_load_nb(reps, kv, reqs, p, rt.policy[0], r, i, cache_aware)
+    return r
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -648,12 +490,10 @@ def rt_route_nb(reps, kv, reqs, rt, p, role, i, stage):
     g2 = rt.sub[r]
     if g2 != NO_ID:
         r = _g_pick_nb(reps, kv, reqs, rt, p, g2, rt.pend2, i, rt.u[i, 2 * stage], True)
-        load2 = _g_load_nb(kv, reqs, p, rt.policy[g2], r, i)
+        load2 = _load_nb(kv, reqs, p, rt.policy[g2], r, i, True)
         rt.pend2[r] += load2
         rt.load2[i] = load2
-    load = _g_load_nb(kv, reqs, p, rt.policy[g], r, i)
-    reps.pending[r] += load
-    reqs.route_load[i] = load
+    _add_load_nb(reps, kv, reqs, p, rt.policy[g], r, i, True)
     rt.hold[i] = stage
     rt.held[r] += stage
     return r
@@ -674,46 +514,56 @@ def rt_peek_nb(reps, kv, reqs, rt, p, role, i):
     return r
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def rt_prefill_end_nb(reps, reqs, rt, r, i):
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def prefill_end_nb(reps, reqs, rt, r, i, two_level):
     """Request i's prefill completed on replica r (on a decode replica: its first step
-    there): the routers whose load lasts until then take it off.
+    there): the routers whose load lasts until then take it off. two_level: rt may have
+    second-level groups and hand-offs (PD pools, pools with routers of their own), a constant
+    of the compiled loop; without it (a cluster_group) rt's per-request arrays are untouched.
 
+    NOTE(fix): subtracts what was added at routing, not the current (restart-changed) prompt,
+    so the counter cannot drift.
     Mutates: reps.pending, rt.pend2, rt.hold, rt.held.
     Returns: nothing.
     """
-    rt.held[r] -= rt.hold[i]
-    rt.hold[i] = 0
     if _holds_until_prefill_nb(rt.policy[rt.top[r]]):
         reps.pending[r] -= reqs.route_load[i]
-    g2 = rt.sub[r]
-    if g2 != NO_ID and _holds_until_prefill_nb(rt.policy[g2]):
-        rt.pend2[r] -= rt.load2[i]
+    if two_level:
+        rt.held[r] -= rt.hold[i]
+        rt.hold[i] = 0
+        g2 = rt.sub[r]
+        if g2 != NO_ID and _holds_until_prefill_nb(rt.policy[g2]):
+            rt.pend2[r] -= rt.load2[i]
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def rt_batch_end_nb(reps, rt, r, s):
-    """lop_batch_end groups: replica r's finished batch in slot s takes its prompt tokens off.
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def batch_end_nb(reps, rt, r, s, two_level):
+    """lop_batch_end: replica r's finished batch in slot s takes its prompt tokens off the
+    load (tokens served from the prefix cache are never taken off, as in Vidur canary).
+    two_level: as prefill_end_nb.
 
     Mutates: reps.pending, rt.pend2.
     Returns: nothing.
     """
     if rt.policy[rt.top[r]] == RouterPolicy.LOP_BATCH_END:
         reps.pending[r] -= reps.bat_npre[r, s]
-    g2 = rt.sub[r]
-    if g2 != NO_ID and rt.policy[g2] == RouterPolicy.LOP_BATCH_END:
-        rt.pend2[r] -= reps.bat_npre[r, s]
+    if two_level:
+        g2 = rt.sub[r]
+        if g2 != NO_ID and rt.policy[g2] == RouterPolicy.LOP_BATCH_END:
+            rt.pend2[r] -= reps.bat_npre[r, s]
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def rt_request_end_nb(reps, rt, r):
-    """A request routed to replica r completed there (a prefill: handed off).
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def request_end_nb(reps, rt, r, two_level):
+    """A request routed to replica r completed there (a prefill: handed off): lor and
+    sticky_lor count it off. two_level: as prefill_end_nb.
 
     Mutates: reps.pending, rt.pend2.
     Returns: nothing.
     """
     if _counts_nb(rt.policy[rt.top[r]]):
         reps.pending[r] -= 1
-    g2 = rt.sub[r]
-    if g2 != NO_ID and _counts_nb(rt.policy[g2]):
-        rt.pend2[r] -= 1
+    if two_level:
+        g2 = rt.sub[r]
+        if g2 != NO_ID and _counts_nb(rt.policy[g2]):
+            rt.pend2[r] -= 1

@@ -115,7 +115,6 @@ class RunState(NamedTuple):
     """Small per-run arrays carried across run_nb resumptions."""
 
     loop: np.ndarray  # int64[codes.N_LS], loop cursor (codes.LS_*)
-    router: np.ndarray  # int64, router state (codes.RSTATE_*)
     tbt_hist: np.ndarray  # int64[B], TBT log-bucket histogram (lifecycle.HIST_*)
 
 

@@ -28,6 +28,7 @@ from vidur_fast.kernels.loop import _finish_batch_nb
 from vidur_fast.kernels.pd import no_pd
 from vidur_fast.kernels.pools import one_pool
 from vidur_fast.kernels.queues import wq_push_back_nb
+from vidur_fast.kernels.router import cluster_group
 from vidur_fast.kernels.sched_v1 import schedule_vllm_v1_nb
 from vidur_fast.kernels.state import SchedParams
 
@@ -178,7 +179,9 @@ def replay_case(case_dir: Path) -> ReplayResult:
     rows: list[tuple] = []
     step, clock, done, flush = 0, 0.0, 0, False
     queue: list[tuple[int, int, int]] = []  # (slot, step, requests) formed, not yet applied
-    pools, pd = one_pool(), no_pd()  # one pool, no disaggregation
+    # one pool, no disaggregation: the cluster router is one route group
+    knobs = (p.router, p.router_tolerance_factor, p.router_top_k, p.max_imbalance_tokens)
+    pools, pd = one_pool(), no_pd()._replace(rt=cluster_group(knobs, 1))
 
     def apply(slot: int, sstep: int, nb: int) -> None:
         nonlocal done, flush

@@ -36,6 +36,7 @@ from vidur_fast.kernels.pd import PDState, no_pd
 from vidur_fast.kernels.pools import PoolParams, one_pool
 from vidur_fast.kernels.router import (
     SESSION_ROUTERS,
+    cluster_group,
     pins_sessions,
     reads_cache,
     route_groups,
@@ -178,7 +179,7 @@ def run_engine(
     pd_setup: with prefill/decode pools (or pools with routers of their own), a function of
     the request count returning the kernels' PDState (kernels/pd.py); its routers
     (PDState.rt) left empty = the cluster router (sp) over each role's replicas. None = no
-    disaggregation, one cluster router.
+    disaggregation: the cluster router is one route group over all replicas.
     alongside: work for a second thread while the loop runs (the kernel holds no GIL), such
     as the imports of the caller's output writers; its errors are ignored (the caller meets
     them again when it does that work itself). The loop's result waits for it.
@@ -192,10 +193,13 @@ def run_engine(
     if pools is None:
         pools = one_pool()
     pd_state = no_pd() if pd_setup is None else pd_setup(arrival_ns.shape[0])
-    if pd_state.role.shape[0] > 0 and pd_state.rt.policy.shape[0] == 0:
+    knobs = (sp.router, sp.router_tolerance_factor, sp.router_top_k, sp.max_imbalance_tokens)
+    if pd_state.role.shape[0] == 0:
+        # no disaggregation: the cluster router is one route group over all replicas
+        pd_state = pd_state._replace(rt=cluster_group(knobs, sp.num_replicas))
+    elif pd_state.rt.policy.shape[0] == 0:
         # no routers given: the cluster router over each role's replicas
         rep_pool = pools.rep_pool if pools.rep_pool.shape[0] > 0 else np.zeros(sp.num_replicas)
-        knobs = (sp.router, sp.router_tolerance_factor, sp.router_top_k, sp.max_imbalance_tokens)
         own = [None] * (int(rep_pool.max()) + 1)
         groups = route_groups(pd_state.role, rep_pool, knobs, own, arrival_ns.shape[0])
         pd_state = pd_state._replace(rt=groups)
@@ -234,7 +238,7 @@ def run_engine(
     # the caller reads grids.counters afterwards, so that array is passed through as is
     tables = {k: kernel_array(v, v.dtype) for k, v in grids._asdict().items() if k != "counters"}
     grids = grids._replace(**tables)
-    run = alloc_run_state(n_sessions)
+    run = alloc_run_state()
     lstate = run.loop
     limit_ns = int(round(time_limit_s * NS_PER_S))
     n = arrival_ns.shape[0]

@@ -5,7 +5,7 @@ import mmap
 import numpy as np
 
 from vidur_fast.kernels.block_pool import init_pool_nb
-from vidur_fast.kernels.codes import N_LS, RSTATE_RR, RSTATE_SESSIONS, ReqStatus
+from vidur_fast.kernels.codes import N_LS, ReqStatus
 from vidur_fast.kernels.dtypes import NEVER, NO_ID
 from vidur_fast.kernels.event_tree import tree_size
 from vidur_fast.kernels.state import BatchLog, KvPool, Reps, Reqs, RunState
@@ -211,12 +211,9 @@ def without_pool(kv: KvPool) -> KvPool:
     return kv._replace(**empty)
 
 
-def alloc_run_state(n_sessions: int = 0) -> RunState:
-    """Loop cursor, router state (sticky routing: one replica per dense session) and TBT
-    histogram of a run."""
-    router = np.full(RSTATE_SESSIONS + n_sessions, NO_ID, dtype=np.int64)
-    router[RSTATE_RR] = 0
-    return RunState(loop=np.zeros(N_LS, dtype=np.int64), router=router, tbt_hist=alloc_hist())
+def alloc_run_state() -> RunState:
+    """Loop cursor and TBT histogram of a run (the routers' state is in PDState.rt)."""
+    return RunState(loop=np.zeros(N_LS, dtype=np.int64), tbt_hist=alloc_hist())
 
 
 def alloc_log(capacity: int) -> BatchLog:

@@ -1,12 +1,12 @@
 """The route groups' layout (kernels/router.py route_groups): one first-level router per role,
 a pool's own router as the only one of a role it serves alone, and as a second level beside
-other pools of its role."""
+other pools of its role; a cluster of one pool as one group (cluster_group)."""
 
 import numpy as np
 from vidur_fast.kernels.codes import RouterPolicy as P
 from vidur_fast.kernels.dtypes import NO_ID
 from vidur_fast.kernels.pd import ROLE_DECODE, ROLE_MIXED, ROLE_PREFILL
-from vidur_fast.kernels.router import pins_sessions, route_groups, with_sessions
+from vidur_fast.kernels.router import cluster_group, pins_sessions, route_groups, with_sessions
 
 LOR = (P.LOR, 2.0, 2, 0)
 LOP = (P.LOP, 2.0, 2, 0)
@@ -53,3 +53,14 @@ def test_the_seed_draws_the_later_uniforms():
     assert not np.array_equal(a.u, b.u)
     same = route_groups(role, [0, 1], RR, [None, None], n=4, seed=1)
     assert np.array_equal(a.u, same.u)
+
+
+def test_a_cluster_of_one_pool_is_one_group_of_every_replica():
+    # route_nb routes group 0 with its knobs and never reads the per-request arrays
+    rt = cluster_group((P.TOLERANT_STICKY_LOP_UNCACHED, 1.5, 3, 7), 4)
+    assert rt.policy.tolist() == [P.TOLERANT_STICKY_LOP_UNCACHED] and _ids(rt, 0) == [0, 1, 2, 3]
+    assert rt.tol.tolist() == [1.5] and rt.top_k.tolist() == [3] and rt.imb.tolist() == [7]
+    assert rt.first[ROLE_MIXED] == 0 and (rt.top == 0).all() and (rt.sub == NO_ID).all()
+    assert rt.load2.shape == (0,) and rt.hold.shape == (0,) and rt.u.shape == (0, 3)
+    assert rt.held.shape == (4,) and pins_sessions(rt)
+    assert with_sessions(rt, 5).sess.shape == (1, 5)
