@@ -8,6 +8,21 @@ from vidur_fast.kernels.codes import ReqStatus
 from vidur_fast.kernels.dtypes import NEVER
 from vidur_fast.kernels.kv import cache_computed_nb
 from vidur_fast.kernels.queues import wq_push_front_nb
+from vidur_fast.kernels.state import (
+    H_DECODE,
+    H_FIRST_TOK_NS,
+    H_GENERATED,
+    H_LAST_TOK_NS,
+    H_ORIG_DECODE,
+    H_PLACEHOLDERS,
+    H_PROCESSED,
+    H_PROMPT,
+    H_TBT_MAX_NS,
+    H_TBT_N,
+    H_TBT_SUM_NS,
+    H_TOK_INFLIGHT,
+    H_TOK_STALE,
+)
 
 # ---- batch slots ----
 
@@ -37,12 +52,12 @@ def restart_nb(reqs, i):
     Mutates: reqs (prompt, decode, processed, prefill_done, restarts, status).
     Returns: nothing.
     """
-    new_p = reqs.processed[i]
-    if new_p < reqs.prompt[i]:
-        new_p = reqs.prompt[i]
-    reqs.prompt[i] = new_p
-    reqs.decode[i] = reqs.total[i] - new_p
-    reqs.processed[i] = 0
+    new_p = reqs.hot[i, H_PROCESSED]
+    if new_p < reqs.hot[i, H_PROMPT]:
+        new_p = reqs.hot[i, H_PROMPT]
+    reqs.hot[i, H_PROMPT] = new_p
+    reqs.hot[i, H_DECODE] = reqs.total[i] - new_p
+    reqs.hot[i, H_PROCESSED] = 0
     reqs.prefill_done[i] = 0
     reqs.restarts[i] += 1
     reqs.status[i] = ReqStatus.WAITING
@@ -69,17 +84,17 @@ def emit_token_nb(reqs, hist, i, now_ns):
     Mutates: reqs (generated, first_tok_ns, last_tok_ns, tbt_*), hist (TBT histogram).
     Returns: nothing.
     """
-    reqs.generated[i] += 1
-    if reqs.first_tok_ns[i] == NEVER:
-        reqs.first_tok_ns[i] = now_ns
-    elif reqs.generated[i] > 1:
-        gap = now_ns - reqs.last_tok_ns[i]
-        reqs.tbt_n[i] += 1
-        reqs.tbt_sum_ns[i] += gap
-        if gap > reqs.tbt_max_ns[i]:
-            reqs.tbt_max_ns[i] = gap
+    reqs.hot[i, H_GENERATED] += 1
+    if reqs.hot[i, H_FIRST_TOK_NS] == NEVER:
+        reqs.hot[i, H_FIRST_TOK_NS] = now_ns
+    elif reqs.hot[i, H_GENERATED] > 1:
+        gap = now_ns - reqs.hot[i, H_LAST_TOK_NS]
+        reqs.hot[i, H_TBT_N] += 1
+        reqs.hot[i, H_TBT_SUM_NS] += gap
+        if gap > reqs.hot[i, H_TBT_MAX_NS]:
+            reqs.hot[i, H_TBT_MAX_NS] = gap
         _hist_add_nb(hist, gap)
-    reqs.last_tok_ns[i] = now_ns
+    reqs.hot[i, H_LAST_TOK_NS] = now_ns
 
 
 # TBT histogram: bucket k holds gaps in [HIST_MIN_NS * HIST_RATIO^k, ... * HIST_RATIO^(k+1)).
@@ -110,15 +125,15 @@ def advance_legacy_nb(reqs, hist, i, n, now_ns):
     Mutates: reqs, hist.
     Returns: True when the request completed.
     """
-    reqs.processed[i] += n
+    reqs.hot[i, H_PROCESSED] += n
     if reqs.prefill_done[i] == 0:
-        if reqs.processed[i] == reqs.prompt[i]:
+        if reqs.hot[i, H_PROCESSED] == reqs.hot[i, H_PROMPT]:
             reqs.prefill_done[i] = 1
-            reqs.processed[i] += 1
+            reqs.hot[i, H_PROCESSED] += 1
             emit_token_nb(reqs, hist, i, now_ns)
     else:
         emit_token_nb(reqs, hist, i, now_ns)
-    return reqs.processed[i] >= reqs.prompt[i] + reqs.decode[i]
+    return reqs.hot[i, H_PROCESSED] >= reqs.hot[i, H_PROMPT] + reqs.hot[i, H_DECODE]
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -129,11 +144,11 @@ def advance_v1_nb(reqs, hist, i, n, now_ns):
     Mutates: reqs, hist.
     Returns: True when the request has produced all its output tokens.
     """
-    reqs.processed[i] += n
-    if reqs.processed[i] >= reqs.prompt[i] + reqs.generated[i]:
+    reqs.hot[i, H_PROCESSED] += n
+    if reqs.hot[i, H_PROCESSED] >= reqs.hot[i, H_PROMPT] + reqs.hot[i, H_GENERATED]:
         reqs.prefill_done[i] = 1
         emit_token_nb(reqs, hist, i, now_ns)
-    return reqs.generated[i] >= reqs.orig_decode[i]
+    return reqs.hot[i, H_GENERATED] >= reqs.hot[i, H_ORIG_DECODE]
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -151,17 +166,17 @@ def apply_v1_output_nb(kv, reqs, hist, p, r, i, n, now_ns):
     Mutates: reqs, hist, kv (cached blocks).
     Returns: True when the request has produced all its output tokens.
     """
-    if reqs.tok_stale[i] > 0:
-        reqs.tok_stale[i] -= n
-        if reqs.placeholders[i] > 0:
-            reqs.placeholders[i] -= 1
+    if reqs.hot[i, H_TOK_STALE] > 0:
+        reqs.hot[i, H_TOK_STALE] -= n
+        if reqs.hot[i, H_PLACEHOLDERS] > 0:
+            reqs.hot[i, H_PLACEHOLDERS] -= 1
             emit_token_nb(reqs, hist, i, now_ns)
-        return reqs.generated[i] >= reqs.orig_decode[i]
-    reqs.tok_inflight[i] -= n
-    g = reqs.generated[i]
+        return reqs.hot[i, H_GENERATED] >= reqs.hot[i, H_ORIG_DECODE]
+    reqs.hot[i, H_TOK_INFLIGHT] -= n
+    g = reqs.hot[i, H_GENERATED]
     complete = advance_v1_nb(reqs, hist, i, n, now_ns)
-    if reqs.generated[i] > g:
-        reqs.placeholders[i] -= 1
-        known = reqs.processed[i] + reqs.tok_inflight[i] - reqs.placeholders[i]
+    if reqs.hot[i, H_GENERATED] > g:
+        reqs.hot[i, H_PLACEHOLDERS] -= 1
+        known = reqs.hot[i, H_PROCESSED] + reqs.hot[i, H_TOK_INFLIGHT] - reqs.hot[i, H_PLACEHOLDERS]
         cache_computed_nb(kv, reqs, p, r, i, known)
     return complete

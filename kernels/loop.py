@@ -47,6 +47,14 @@ from vidur_fast.kernels.sched import (
     schedule_nb,
     token_kind_nb,
 )
+from vidur_fast.kernels.state import (
+    H_EXEC_NS,
+    H_GENERATED,
+    H_LAST_STAGE_END_NS,
+    H_MODEL_NS,
+    H_PREEMPT_NS,
+    H_SCHED_NS,
+)
 from vidur_fast.kernels.timing import ceil_to_nb, host_time_ms_nb, stage_time_ms_nb
 
 
@@ -230,14 +238,14 @@ def _launch_timed_nb(reps, reqs, log, grids, tp, p, r, s, now_ns, policy):
     )
     for k in range(reps.bat_n[r, s]):
         i = reps.bat_req[r, s, k]
-        if reqs.sched_ns[i] == NEVER:
-            reqs.sched_ns[i] = now_ns
-        if reqs.last_stage_end_ns[i] != 0:
-            reqs.preempt_ns[i] += start0 - reqs.last_stage_end_ns[i]
-        reqs.preempt_ns[i] += gaps
-        reqs.exec_ns[i] += exec_ns
-        reqs.model_ns[i] += model_ns
-        reqs.last_stage_end_ns[i] = end
+        if reqs.hot[i, H_SCHED_NS] == NEVER:
+            reqs.hot[i, H_SCHED_NS] = now_ns
+        if reqs.hot[i, H_LAST_STAGE_END_NS] != 0:
+            reqs.hot[i, H_PREEMPT_NS] += start0 - reqs.hot[i, H_LAST_STAGE_END_NS]
+        reqs.hot[i, H_PREEMPT_NS] += gaps
+        reqs.hot[i, H_EXEC_NS] += exec_ns
+        reqs.hot[i, H_MODEL_NS] += model_ns
+        reqs.hot[i, H_LAST_STAGE_END_NS] = end
         reqs.status[i] = ReqStatus.RUNNING
     reps.bat_end[r, s] = end
     reps.bat_seq[r, s] = reps.n_batches[r]
@@ -274,16 +282,16 @@ def _finish_batch_nb(reps, kv, reqs, hist, cl, p, pools, pd, r, s, now_ns, polic
     for k in range(reps.bat_n[r, s]):
         i = reps.bat_req[r, s, k]
         n = reps.bat_tok[r, s, k]
-        g_before = reqs.generated[i]
+        g_before = reqs.hot[i, H_GENERATED]
         complete = apply_output_nb(kv, reqs, hist, p, r, i, n, now_ns, policy)
         if pd_on:
             # a prefill ends (a disaggregated request's first token on its decode replica is
             # none); on a decode replica the first step of a hand-off ends
-            if (g_before == 0 and reqs.generated[i] == 1 and pd.dst[i] != r) or (
+            if (g_before == 0 and reqs.hot[i, H_GENERATED] == 1 and pd.dst[i] != r) or (
                 pd.rt.hold[i] != 0 and pd.dst[i] == r
             ):
                 prefill_end_nb(reps, reqs, pd.rt, r, i, True)
-        elif g_before == 0 and reqs.generated[i] == 1:
+        elif g_before == 0 and reqs.hot[i, H_GENERATED] == 1:
             prefill_end_nb(reps, reqs, pd.rt, r, i, False)
         if complete and pd_on and pd_hands_off_nb(reqs, pd, r, i):
             if reqs.status[i] == ReqStatus.PREEMPTED:

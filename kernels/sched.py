@@ -27,6 +27,9 @@ from vidur_fast.kernels.sched_v1 import (
     leave_running_v1_nb,
     schedule_vllm_v1_nb,
 )
+from vidur_fast.kernels.state import (
+    H_PROCESSED,
+)
 
 # plain ints (not enum attributes), so that Numba can fold `policy == _V1` for a constant policy
 _VLLM = int(SchedPolicy.VLLM)
@@ -65,7 +68,7 @@ def token_kind_nb(reqs, p, i, n, policy):
     """
     if policy == _V1:
         return is_decode_v1_nb(reqs, i, n), kv_before_v1_nb(reqs, i, n)
-    return is_decode_legacy_nb(reqs, i), reqs.processed[i]
+    return is_decode_legacy_nb(reqs, i), reqs.hot[i, H_PROCESSED]
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")

@@ -46,6 +46,16 @@ from vidur_fast.kernels.queues import (
     wq_push_front_nb,
     wq_remove_after_nb,
 )
+from vidur_fast.kernels.state import (
+    H_BLOCKS,
+    H_GENERATED,
+    H_ORIG_DECODE,
+    H_PLACEHOLDERS,
+    H_PROCESSED,
+    H_PROMPT,
+    H_TOK_INFLIGHT,
+    H_TOK_STALE,
+)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -55,7 +65,7 @@ def computed_tokens_nb(reqs, i):
     Mutates: nothing.
     Returns: int.
     """
-    return reqs.processed[i] + reqs.tok_inflight[i]
+    return reqs.hot[i, H_PROCESSED] + reqs.hot[i, H_TOK_INFLIGHT]
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -89,9 +99,9 @@ def _preempt_v1_nb(reps, kv, reqs, p, r, i, now_ns):
     Returns: nothing.
     """
     free_preempted_nb(reps, kv, reqs, p, r, i, now_ns)
-    reqs.tok_stale[i] += reqs.tok_inflight[i]
-    reqs.tok_inflight[i] = 0
-    reqs.processed[i] = 0
+    reqs.hot[i, H_TOK_STALE] += reqs.hot[i, H_TOK_INFLIGHT]
+    reqs.hot[i, H_TOK_INFLIGHT] = 0
+    reqs.hot[i, H_PROCESSED] = 0
     reqs.prefill_done[i] = 0
     reqs.restarts[i] += 1
     reqs.status[i] = ReqStatus.PREEMPTED
@@ -110,10 +120,13 @@ def _scheduled_nb(reps, reqs, p, r, s, i, comp, n):
     Returns: nothing.
     """
     batch_add_nb(reps, r, s, i, n)
-    reqs.tok_inflight[i] += n
+    reqs.hot[i, H_TOK_INFLIGHT] += n
     if p.async_scheduling:
-        if comp + n >= reqs.prompt[i] + reqs.generated[i] + reqs.placeholders[i]:
-            reqs.placeholders[i] += 1
+        if (
+            comp + n
+            >= reqs.hot[i, H_PROMPT] + reqs.hot[i, H_GENERATED] + reqs.hot[i, H_PLACEHOLDERS]
+        ):
+            reqs.hot[i, H_PLACEHOLDERS] += 1
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -124,14 +137,14 @@ def _admit_nb(reps, kv, reqs, p, r, prev, i, hit_blocks, need, n, now_ns):
     Mutates: reps (queues, blocks), kv, reqs.
     Returns: nothing.
     """
-    seq = reqs.prompt[i] + reqs.generated[i]
+    seq = reqs.hot[i, H_PROMPT] + reqs.hot[i, H_GENERATED]
     hit = hit_blocks * p.block_size
     wq_remove_after_nb(reps, reqs, r, prev)
     if reqs.status[i] == ReqStatus.WAITING:
         # NOTE(vllm): num_cached_tokens is the hit of the first admission only.
         reqs.cached_tokens[i] = hit
     reqs.status[i] = ReqStatus.RUNNING
-    reqs.processed[i] = hit
+    reqs.hot[i, H_PROCESSED] = hit
     run_append_nb(reps, r, i)
     upto = hit + n
     admit_blocks_nb(
@@ -153,14 +166,14 @@ def schedule_vllm_v1_nb(reps, kv, reqs, p, r, s, now_ns):
     while k < reps.run_n[r] and budget > 0:
         i = reps.run[r, k]
         comp = computed_tokens_nb(reqs, i)
-        seq = reqs.prompt[i] + reqs.generated[i]
-        ph = reqs.placeholders[i]
+        seq = reqs.hot[i, H_PROMPT] + reqs.hot[i, H_GENERATED]
+        ph = reqs.hot[i, H_PLACEHOLDERS]
         # NOTE(vllm): AsyncScheduler: a request whose step in flight samples its last token is
         # not scheduled again (comp + 1 - (ph - 1) tokens are known once that step ends).
-        if ph > 0 and comp + 2 - ph >= reqs.prompt[i] + reqs.orig_decode[i]:
+        if ph > 0 and comp + 2 - ph >= reqs.hot[i, H_PROMPT] + reqs.hot[i, H_ORIG_DECODE]:
             k += 1
             continue
-        if comp < reqs.prompt[i]:
+        if comp < reqs.hot[i, H_PROMPT]:
             n_prefill += 1
         # NOTE(vllm): placeholders count as known tokens: a decode can follow a step in flight.
         # (np.bool_: not a literal, so that Numba compiles one _cap_tokens_nb for both calls)
@@ -168,7 +181,7 @@ def schedule_vllm_v1_nb(reps, kv, reqs, p, r, s, now_ns):
         if n <= 0:
             k += 1
             continue
-        need = ceil_div_nb(comp + n, p.block_size) - reqs.blocks[i]
+        need = ceil_div_nb(comp + n, p.block_size) - reqs.hot[i, H_BLOCKS]
         scheduled = True
         # NOTE(vllm): on allocation failure preempt the last running request (the most recently
         # admitted) and retry; if that is the request itself, the running pass ends.
@@ -201,13 +214,13 @@ def schedule_vllm_v1_nb(reps, kv, reqs, p, r, s, now_ns):
             break
         if p.max_num_partial_prefills > 0 and n_prefill >= p.max_num_partial_prefills:
             break
-        if reqs.tok_stale[i] > 0:
+        if reqs.hot[i, H_TOK_STALE] > 0:
             # NOTE(vllm): a request whose stale output is still in flight is skipped, not a
             # stop: resuming it now could sample a position that output will deliver.
             prev = i
             i = reqs.q_next[i]
             continue
-        seq = reqs.prompt[i] + reqs.generated[i]
+        seq = reqs.hot[i, H_PROMPT] + reqs.hot[i, H_GENERATED]
         hit_blocks, evictable = lookup_cached_nb(kv, reqs, p, r, i, seq)
         hit = hit_blocks * p.block_size
         n = _cap_tokens_nb(reqs, reps, p, r, hit, seq - hit, budget, np.bool_(False))
@@ -244,7 +257,7 @@ def is_decode_v1_nb(reqs, i, n):
     """
     # with async scheduling the sampled token may still be in flight: this step's own
     # placeholder plus one from the step before
-    return n == 1 and (reqs.prefill_done[i] == 1 or reqs.placeholders[i] > 1)
+    return n == 1 and (reqs.prefill_done[i] == 1 or reqs.hot[i, H_PLACEHOLDERS] > 1)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -255,7 +268,7 @@ def kv_before_v1_nb(reqs, i, n):
     Mutates: nothing.
     Returns: int.
     """
-    return reqs.processed[i] + reqs.tok_inflight[i] - n
+    return reqs.hot[i, H_PROCESSED] + reqs.hot[i, H_TOK_INFLIGHT] - n
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -267,7 +280,7 @@ def apply_output_v1_nb(kv, reqs, hist, p, r, i, n, now_ns):
     """
     if p.async_scheduling:
         return apply_v1_output_nb(kv, reqs, hist, p, r, i, n, now_ns)
-    reqs.tok_inflight[i] -= n
+    reqs.hot[i, H_TOK_INFLIGHT] -= n
     return advance_v1_nb(reqs, hist, i, n, now_ns)
 
 

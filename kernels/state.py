@@ -5,9 +5,43 @@ from typing import NamedTuple
 import numpy as np
 from vidur_fast.kernels.codes import SchedPolicy
 
+# Columns of Reqs.hot, one record (three 64-byte cache lines) per request holding the fields a
+# running request's step reads or writes; the Reqs fields of the same names are strided views
+# of it (engine.state.alloc_reqs). Line 0: scheduling and output (slot 7 holds the one-byte
+# status and prefill_done); line 1: a batch's accounting, first and last token; line 2: the
+# rest of the gap statistics and fields a step reads only at a request's end.
+H_PROCESSED = 0
+H_TOK_INFLIGHT = 1
+H_PROMPT = 2
+H_GENERATED = 3
+H_PLACEHOLDERS = 4
+H_BLOCKS = 5
+H_ORIG_DECODE = 6
+H_SCHED_NS = 8
+H_LAST_STAGE_END_NS = 9
+H_PREEMPT_NS = 10
+H_EXEC_NS = 11
+H_MODEL_NS = 12
+H_FIRST_TOK_NS = 13
+H_LAST_TOK_NS = 14
+H_TBT_N = 15
+H_TBT_SUM_NS = 16
+H_TBT_MAX_NS = 17
+H_TOK_STALE = 18
+H_DECODE = 19
+H_TOTAL = 20
+H_RESTARTS = 21
+H_CACHED_TOKENS = 22
+H_DONE_NS = 23
+HOT_WIDTH = 24  # int64 slots per record
+HOT_STATUS_BYTE = 8 * 7  # byte offsets of status and prefill_done in the record
+HOT_PREFILL_DONE_BYTE = 8 * 7 + 1
+
 
 class Reqs(NamedTuple):
-    """Per-request columns; a request is a row index (sorted by arrival)."""
+    """Per-request columns; a request is a row index (sorted by arrival). The fields a step
+    touches are also the columns of `hot` (H_* above): the step's kernels index hot, the rest
+    read the fields, views of the same memory."""
 
     arrival_ns: np.ndarray  # int64
     prompt: np.ndarray  # int64, current prefill length (Vidur restarts may grow it)
@@ -44,6 +78,7 @@ class Reqs(NamedTuple):
     tok_stale: np.ndarray  # int64, v1 async: in-flight tokens scheduled before a preemption
     u_route: np.ndarray  # float64, pre-drawn uniform in [0, 1) for the random router
     route_load: np.ndarray  # int64, what the router added to its replica's load at routing
+    hot: np.ndarray  # int64[n, HOT_WIDTH], the per-step fields as one record per request
 
 
 class Reps(NamedTuple):

@@ -8,7 +8,39 @@ from vidur_fast.kernels.block_pool import init_pool_nb
 from vidur_fast.kernels.codes import N_LS, ReqStatus
 from vidur_fast.kernels.dtypes import NEVER, NO_ID
 from vidur_fast.kernels.event_tree import tree_size
-from vidur_fast.kernels.state import BatchLog, KvPool, Reps, Reqs, RunState
+from vidur_fast.kernels.state import (
+    H_BLOCKS,
+    H_CACHED_TOKENS,
+    H_DECODE,
+    H_DONE_NS,
+    H_EXEC_NS,
+    H_FIRST_TOK_NS,
+    H_GENERATED,
+    H_LAST_STAGE_END_NS,
+    H_LAST_TOK_NS,
+    H_MODEL_NS,
+    H_ORIG_DECODE,
+    H_PLACEHOLDERS,
+    H_PREEMPT_NS,
+    H_PROCESSED,
+    H_PROMPT,
+    H_RESTARTS,
+    H_SCHED_NS,
+    H_TBT_MAX_NS,
+    H_TBT_N,
+    H_TBT_SUM_NS,
+    H_TOK_INFLIGHT,
+    H_TOK_STALE,
+    H_TOTAL,
+    HOT_PREFILL_DONE_BYTE,
+    HOT_STATUS_BYTE,
+    HOT_WIDTH,
+    BatchLog,
+    KvPool,
+    Reps,
+    Reqs,
+    RunState,
+)
 
 HIST_BUCKETS = 2400  # 1 us .. ~20 min at 1% relative width
 
@@ -46,6 +78,44 @@ def _read_only(x: np.ndarray) -> np.ndarray:
     return view
 
 
+# Reqs fields that are columns of the per-request record Reqs.hot (kernels/state.py, H_*).
+_HOT_FIELDS = {
+    "processed": H_PROCESSED,
+    "tok_inflight": H_TOK_INFLIGHT,
+    "prompt": H_PROMPT,
+    "generated": H_GENERATED,
+    "placeholders": H_PLACEHOLDERS,
+    "blocks": H_BLOCKS,
+    "orig_decode": H_ORIG_DECODE,
+    "sched_ns": H_SCHED_NS,
+    "last_stage_end_ns": H_LAST_STAGE_END_NS,
+    "preempt_ns": H_PREEMPT_NS,
+    "exec_ns": H_EXEC_NS,
+    "model_ns": H_MODEL_NS,
+    "first_tok_ns": H_FIRST_TOK_NS,
+    "last_tok_ns": H_LAST_TOK_NS,
+    "tbt_n": H_TBT_N,
+    "tbt_sum_ns": H_TBT_SUM_NS,
+    "tbt_max_ns": H_TBT_MAX_NS,
+    "tok_stale": H_TOK_STALE,
+    "decode": H_DECODE,
+    "total": H_TOTAL,
+    "restarts": H_RESTARTS,
+    "cached_tokens": H_CACHED_TOKENS,
+    "done_ns": H_DONE_NS,
+}
+_CACHE_LINE = 64
+
+
+def _hot_records(n: int) -> np.ndarray:
+    """A zeroed int64[n, HOT_WIDTH] whose first row starts at a cache-line boundary, so that
+    each request's record spans exactly its three lines."""
+    size = HOT_WIDTH * 8
+    buf = np.zeros(n * size + _CACHE_LINE, dtype=np.uint8)
+    skip = -buf.ctypes.data % _CACHE_LINE
+    return buf[skip : skip + n * size].view(np.int64).reshape(n, HOT_WIDTH)
+
+
 def alloc_reqs(
     arrival_ns: np.ndarray,
     prompt: np.ndarray,
@@ -55,52 +125,42 @@ def alloc_reqs(
     hashes: np.ndarray | None = None,
     u_route: np.ndarray | None = None,
 ) -> Reqs:
+    """Request state: the per-step fields as one record per request (Reqs.hot, the fields of
+    _HOT_FIELDS strided views of its columns, status and prefill_done of its spare bytes), the
+    others as columns."""
     n = arrival_ns.shape[0]
     i64 = np.int64
 
     def full(v):
         return np.full(n, v, dtype=i64)
 
-    prompt = np.array(prompt, dtype=i64)
-    decode = np.array(decode, dtype=i64)
+    hot = _hot_records(n)
+    cols = {name: hot[:, k] for name, k in _HOT_FIELDS.items()}
+    cols["prompt"][:] = np.asarray(prompt, dtype=i64)
+    cols["decode"][:] = np.asarray(decode, dtype=i64)
+    cols["total"][:] = cols["prompt"] + cols["decode"]
+    cols["orig_decode"][:] = cols["decode"]
+    for name in ("sched_ns", "first_tok_ns", "done_ns"):
+        cols[name][:] = NEVER
+    status = hot.view(np.int8)[:, HOT_STATUS_BYTE]
+    status[:] = ReqStatus.PENDING
     # Fresh writeable copies: a read-only input (e.g. a frozen RequestTable column) would be
     # typed `readonly array` and compile a second version of every kernel.
     return Reqs(
         arrival_ns=np.array(arrival_ns, dtype=i64),
-        prompt=prompt,
-        decode=decode,
-        total=prompt + decode,
-        orig_decode=decode.copy(),
         session=np.array(session, dtype=i64),
         hash_off=np.array(hash_off, dtype=i64),
-        processed=full(0),
-        generated=full(0),
-        status=np.full(n, ReqStatus.PENDING, dtype=np.int8),
+        status=status,
         replica=np.full(n, NO_ID, dtype=np.int32),
-        prefill_done=np.zeros(n, dtype=np.uint8),
-        blocks=full(0),
+        prefill_done=hot.view(np.uint8)[:, HOT_PREFILL_DONE_BYTE],
         q_next=full(NO_ID),
         group=full(NO_ID),
-        sched_ns=full(NEVER),
-        first_tok_ns=full(NEVER),
-        done_ns=full(NEVER),
-        restarts=full(0),
-        exec_ns=full(0),
-        model_ns=full(0),
-        preempt_ns=full(0),
-        last_stage_end_ns=full(0),
-        last_tok_ns=full(0),
-        tbt_n=full(0),
-        tbt_sum_ns=full(0),
-        tbt_max_ns=full(0),
-        cached_tokens=full(0),
         rejected=np.zeros(n, dtype=np.uint8),
         hashes=_read_only(np.zeros(0, dtype=i64) if hashes is None else hashes),
-        tok_inflight=full(0),
-        placeholders=full(0),
-        tok_stale=full(0),
         u_route=np.zeros(n) if u_route is None else kernel_array(u_route, np.float64),
         route_load=full(0),
+        hot=hot,
+        **cols,
     )
 
 

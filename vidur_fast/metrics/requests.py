@@ -24,7 +24,9 @@ def request_metrics(reqs: Reqs, arrival_s: np.ndarray, response_s: float = 0.0) 
     """
     done = reqs.status == ReqStatus.FINISHED
     prompt = reqs.total - reqs.orig_decode
-    decode = reqs.orig_decode
+    # copies, not views: most request fields are strided views of the engine's per-request
+    # records (engine.state.alloc_reqs), which a view kept in the table would keep alive
+    decode = np.ascontiguousarray(reqs.orig_decode)
     a = arrival_s
     c = np.where(done, _s(reqs.done_ns), np.nan)
     s = np.where(reqs.sched_ns != NEVER, _s(reqs.sched_ns), np.nan)
@@ -66,8 +68,8 @@ def request_metrics(reqs: Reqs, arrival_s: np.ndarray, response_s: float = 0.0) 
             "decode_time_execution_plus_preemption_normalized": (c - f) / d,
             "tbt_mean": tbt_mean,
             "tbt_max": np.where(tbt_n > 0, _s(reqs.tbt_max_ns), np.nan),
-            "request_num_restarts": reqs.restarts,
-            "request_num_prefill_tokens_cached": reqs.cached_tokens,
+            "request_num_restarts": np.ascontiguousarray(reqs.restarts),
+            "request_num_prefill_tokens_cached": np.ascontiguousarray(reqs.cached_tokens),
             "request_inter_arrival_delay": inter,
             "completed_at": c,
             "scheduled_at": s,
