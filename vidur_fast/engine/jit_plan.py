@@ -320,8 +320,9 @@ def level(name, seen=()):
 
 event.register("numba:compile", Listener())
 sched = getattr(s, sys.argv[1])()
+# two requests: one request's per-request record columns would be typed contiguous
 cfg = SimConfig(
-    workload=SyntheticWorkload(num_requests=1, lengths=FixedLengths(16, 2)),
+    workload=SyntheticWorkload(num_requests=2, lengths=FixedLengths(16, 2)),
     scheduler=sched,
     quiet=True,
 )
