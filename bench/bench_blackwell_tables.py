@@ -111,6 +111,14 @@ def fused_moe_pairs() -> pd.DataFrame:
     return pairs
 
 
+def print_ratio_medians(rows: pd.DataFrame, bins: pd.Series) -> None:
+    """One line per MoE dtype: the latency ratio's median (and row count) in each bin."""
+    for dtype, g in rows.groupby("moe_dtype"):
+        med = g.groupby(bins[g.index], observed=True).ratio.agg(["median", "size"])
+        print(f"  {dtype:9s} " + "  ".join(f"{b}: {r['median']:.3f} ({int(r['size'])})"
+                                           for b, r in med.iterrows()))
+
+
 def print_power() -> None:
     print("\nTables timed with the GPU power recorded:")
     for device in POWER_DEVICES:
@@ -119,19 +127,11 @@ def print_power() -> None:
     big = pairs[pairs.num_tokens >= 1024]
     print("\nB200 vllm_fused_moe, >= 1024 tokens: latency vLLM 0.22.0 (>= 1 s timed, power)"
           " / 0.19.0, median (rows) per power (W)")
-    bins = pd.cut(big.power, POWER_BINS)
-    for dtype, g in big.groupby("moe_dtype"):
-        med = g.groupby(bins[g.index], observed=True).ratio.agg(["median", "size"])
-        print(f"  {dtype:9s} " + "  ".join(f"{b}: {r['median']:.3f} ({int(r['size'])})"
-                                           for b, r in med.iterrows()))
+    print_ratio_medians(big, pd.cut(big.power, POWER_BINS))
     cap = big[(big.power >= 975) & (big.latency >= 0.2)]
     print("rows at 975-1000 W (latency >= 0.2 ms): ratio median per throughput of the short"
           " timing (TFLOP/s)")
-    bins = pd.cut(cap.tflops_short, TFLOPS_BINS)
-    for dtype, g in cap.groupby("moe_dtype"):
-        med = g.groupby(bins[g.index], observed=True).ratio.agg(["median", "size"])
-        print(f"  {dtype:9s} " + "  ".join(f"{b}: {r['median']:.3f} ({int(r['size'])})"
-                                           for b, r in med.iterrows()))
+    print_ratio_medians(cap, pd.cut(cap.tflops_short, TFLOPS_BINS))
 
 
     print("bf16 and fp8 rows at 975-1000 W and below 900 W: ratio median per latency of the short"

@@ -1,9 +1,7 @@
 """Callees compiled in worker processes are loaded by the caller's compile, and the recorded
 plan matches the default run's loop."""
 
-import os
 import pickle
-import subprocess
 import sys
 import textwrap
 
@@ -11,6 +9,7 @@ import pytest
 from vidur_fast.kernels import loop
 from vidur_fast.kernels.codes import RouterPolicy, SchedPolicy
 
+from tests.helpers.fresh_python import run_fresh_python
 from vidur_fast.api import simulate
 from vidur_fast.config.sim import SimConfig
 from vidur_fast.config.workload import FixedLengths, SyntheticWorkload
@@ -73,18 +72,7 @@ CALL = textwrap.dedent(
 
 
 def _python(code: str, cwd, *args: str) -> str:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(cwd), *sys.path])}
-    env.pop("NUMBA_CACHE_DIR", None)  # caches beside the module, in cwd
-    out = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert out.returncode == 0, out.stderr
-    return out.stdout.strip()
+    return run_fresh_python(["-c", code, *args], cwd, [str(cwd), *sys.path])
 
 
 def test_callees_compiled_in_workers_are_loaded_by_the_callers_compile(tmp_path):
@@ -114,18 +102,8 @@ def test_callees_compiled_in_workers_are_loaded_by_the_callers_compile(tmp_path)
         """
     )
     (pooled / "precompile.py").write_text(precompile)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(pooled), *sys.path])}
-    env.pop("NUMBA_CACHE_DIR", None)
-    out = subprocess.run(
-        [sys.executable, "precompile.py"],
-        env=env,
-        cwd=pooled,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "2 2"  # two kernels, a note before and after
+    out = run_fresh_python(["precompile.py"], pooled, [str(pooled), *sys.path])
+    assert out == "2 2"  # two kernels, a note before and after
     got = _python(CALL, pooled)
     # same result, and this process compiled only the caller: both callees came from the cache
     assert got == ref.replace("['caller_nb', 'scale_nb', 'total_nb']", "['caller_nb']")

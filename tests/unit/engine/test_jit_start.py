@@ -1,9 +1,8 @@
 """Kernels load from Numba's cache without the target refresh, and a cache miss still compiles."""
 
-import os
-import subprocess
-import sys
 import textwrap
+
+from tests.helpers.fresh_python import run_fresh_python
 
 # A cached kernel module of its own (its cache lies beside it, in the test's directory). The
 # kernel calls np.searchsorted, so its cached machine code has an environment in
@@ -42,18 +41,7 @@ RUN = textwrap.dedent(
 
 
 def _run(tmp_path) -> str:
-    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
-    env.pop("NUMBA_CACHE_DIR", None)
-    out = subprocess.run(
-        [sys.executable, "-c", RUN],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert out.returncode == 0, out.stderr
-    return out.stdout.strip()
+    return run_fresh_python(["-c", RUN], tmp_path, [str(tmp_path)])
 
 
 def test_a_kernel_compiles_on_a_miss_and_loads_from_the_cache_after(tmp_path):
