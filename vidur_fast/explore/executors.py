@@ -12,14 +12,12 @@ Items are chunks of work; the callers order results themselves, so which executo
 import contextlib
 import ctypes
 import ctypes.util
-import gc
 import os
 import signal
 import socket
 import sys
 import threading
 import time
-import warnings
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from multiprocessing import get_context
@@ -113,38 +111,11 @@ def _exit_on_term(signum, frame) -> None:
     os._exit(128 + signum)
 
 
-def _quiet_tracker_reentry() -> None:
-    """Drop the standard library's warning that its resource tracker was entered again from
-    within itself. A cyclic collection inside the tracker's own lock can run a queue
-    semaphore's finalizer, which enters it again; the unregistration still reaches the
-    tracker, which also unlinks whatever is left when it exits, so the warning only adds a
-    line to stderr of a run that was stopped on purpose."""
-    warnings.filterwarnings(
-        "ignore", message="ResourceTracker called reentrantly", category=UserWarning
-    )
-
-
-@contextlib.contextmanager
-def _collector_paused():
-    """No cyclic collection while the pool tears down (its manager thread releases queues
-    inside the resource tracker's lock); what became garbage is collected right after, on
-    this thread, outside that lock."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.collect()
-        if was_enabled:
-            gc.enable()
-
-
 def worker_init(main_pid: int) -> None:
     """Initializer of every pool worker: die with the main process (kill -9 included), and
     leave Ctrl-C and SIGTERM to the main process, which stops the pool itself."""
     _set_parent_death_signal()
     _release_fork_server()
-    _quiet_tracker_reentry()
     parent = os.getppid()
     if parent == 1:  # the parent died before the death signal was armed
         os._exit(1)
@@ -179,11 +150,6 @@ class LocalExecutor:
 
     def close(self, abort: bool = False) -> None:
         """Wait for the running items; abort: kill the workers instead (an interrupt)."""
-        _quiet_tracker_reentry()
-        with _collector_paused():
-            self._shut_down(abort)
-
-    def _shut_down(self, abort: bool) -> None:
         if abort:
             procs = list((getattr(self._pool, "_processes", None) or {}).values())
             for proc in procs:
