@@ -101,9 +101,47 @@ def _watch_parent(main_pid: int, parent_pid: int) -> None:
             os._exit(1)
 
 
+_RECHECK_EXIT_S = 0.01
+
+
+def _unsafe_to_leave() -> frozenset:
+    """Code that must not be cut short by this worker's exit: writing a message to a pipe
+    (a half-written result leaves the pool's reader waiting for the rest for ever) and the
+    resource tracker's registration (the exit clean-up would enter it again from within)."""
+    from multiprocessing import connection, resource_tracker, synchronize
+
+    tracker = resource_tracker.ResourceTracker
+    return frozenset(
+        f.__code__
+        for f in (
+            connection.Connection._send,
+            connection.Connection._send_bytes,
+            tracker.ensure_running,
+            tracker._send,
+            synchronize.SemLock.__init__,
+        )
+    )
+
+
+def inside_unsafe_section(frame) -> bool:
+    """Whether the interrupted stack (a signal handler's frame) is in _unsafe_to_leave."""
+    unsafe = _unsafe_to_leave()
+    while frame is not None:
+        if frame.f_code in unsafe:
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _exit_on_term(signum, frame) -> None:
     """SIGTERM in a worker (the main process stopping the pool): run the exit clean-up that
-    releases this process's semaphores, then exit at once."""
+    releases this process's semaphores, then exit; if the signal came in the middle of a
+    pipe write or a semaphore registration, let that finish first (checked again shortly
+    by an alarm, which also wakes a worker blocked on its next item)."""
+    if inside_unsafe_section(frame):
+        signal.signal(signal.SIGALRM, lambda _s, f: _exit_on_term(signum, f))
+        signal.setitimer(signal.ITIMER_REAL, _RECHECK_EXIT_S)
+        return
     from multiprocessing import util
 
     with contextlib.suppress(Exception):
@@ -161,6 +199,13 @@ class LocalExecutor:
                     if proc.exitcode is None:
                         proc.kill()
                         proc.join(timeout=5)
+            # a worker killed while writing its result leaves part of a message in the
+            # result pipe; with every writer closed the pool's reader sees the end of the pipe
+            # instead of waiting for the rest
+            writer = getattr(getattr(self._pool, "_result_queue", None), "_writer", None)
+            if writer is not None and all(p.exitcode is not None for p in procs):
+                with contextlib.suppress(OSError):
+                    writer.close()
             # the pool notices its dead workers and releases its queues and their semaphores
             self._pool.shutdown(wait=True, cancel_futures=True)
             return
