@@ -104,7 +104,7 @@ def usable_plan(kernel, args: tuple) -> VariantPlan | None:
     if plan is None:
         return None
     try:
-        return plan if arg_types(args) == plan.loop_args else None
+        return plan if loop.loop_arg_types(args) == plan.loop_args else None
     except Exception:  # an argument Numba cannot type here: the call itself will say so
         return None
 
@@ -320,7 +320,7 @@ def level(name, seen=()):
 
 event.register("numba:compile", Listener())
 sched = getattr(s, sys.argv[1])()
-# two requests: one request's per-request record columns would be typed contiguous
+# a small run: its loop's argument types are every run's (kernels/loop.py loop_arg_types)
 cfg = SimConfig(
     workload=SyntheticWorkload(num_requests=2, lengths=FixedLengths(16, 2)),
     scheduler=sched,
