@@ -67,13 +67,14 @@ def _unpack(text: str):
     return pickle.loads(zlib.decompress(base64.b64decode(text)))
 
 
-def load_plan(key: tuple, path: Path = PLAN_FILE) -> VariantPlan | None:
-    """The recorded plan of one loop variant; None when there is none, it was recorded with
-    another Numba, or it does not read back (types this Numba cannot rebuild)."""
+def load_plan(key: tuple, path: Path | None = None) -> VariantPlan | None:
+    """The recorded plan of one loop variant (from PLAN_FILE unless path is given); None when
+    there is none, it was recorded with another Numba, or it does not read back (types this
+    Numba cannot rebuild)."""
     import numba
 
     try:
-        data = json.loads(path.read_text())
+        data = json.loads((PLAN_FILE if path is None else path).read_text())
         if data.get("numba") != numba.__version__:
             return None
         v = data["variants"].get(variant_name(key))
