@@ -54,6 +54,7 @@ from vidur_fast.kernels.state import (
     H_MODEL_NS,
     H_PREEMPT_NS,
     H_SCHED_NS,
+    HOT_VIEWS,
 )
 from vidur_fast.kernels.timing import ceil_to_nb, host_time_ms_nb, stage_time_ms_nb
 
@@ -530,9 +531,33 @@ def loop_kernel(policy: int, pools_on: bool, pd_on: bool, router: int):
     return k
 
 
+def loop_arg_types(args: tuple) -> tuple:
+    """Numba's types of the loop's arguments (run_nb's, reqs first) as the loop is compiled
+    for them: as a call types them, but with the strided views of reqs.hot (HOT_VIEWS)
+    typed 'A' whatever the request count. numpy calls an array of one element (or none)
+    contiguous, so a call would type them 'C' in a one-request run and compile a loop of
+    its own."""
+    from numba import typeof
+    from numba.core import types
+    from numba.core.typing.typeof import Purpose
+
+    found = [typeof(a, Purpose.argument) for a in args]
+    reqs = found[0]
+    fields = [
+        t.copy(layout="A") if name in HOT_VIEWS else t
+        for name, t in zip(args[0]._fields, reqs.types, strict=True)
+    ]
+    found[0] = types.NamedTuple(fields, reqs.instance_class)
+    return tuple(found)
+
+
 def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, pools, pd, limit_ns, max_steps):
     """Run the simulation loop (_run_loop_nb) compiled for p.policy, several pools or one
     (pools.rep_pool empty), PD pools or none (pd.role empty) and p.router. Returns: a
     RunStatus."""
     kernel = loop_kernel(p.policy, pools.rep_pool.shape[0] > 0, pd.role.shape[0] > 0, p.router)
-    return kernel(reqs, reps, kv, log, run, cl, grids, tp, p, pools, pd, limit_ns, max_steps)
+    args = (reqs, reps, kv, log, run, cl, grids, tp, p, pools, pd, limit_ns, max_steps)
+    if reqs.hot.shape[0] > 1:  # the views are strided: a call types them as loop_arg_types
+        return kernel(*args)
+    # one request or none: the loop compiled (or cached) for strided views, given these
+    return kernel.compile(loop_arg_types(args))(*args)

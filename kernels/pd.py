@@ -41,7 +41,13 @@ from vidur_fast.kernels.kv import (
 )
 from vidur_fast.kernels.pools import pool_sched_nb
 from vidur_fast.kernels.queues import run_append_nb
-from vidur_fast.kernels.router import RouteGroups, no_groups, rt_peek_nb, rt_route_nb
+from vidur_fast.kernels.router import (
+    RouteGroups,
+    cluster_group,
+    no_groups,
+    rt_peek_nb,
+    rt_route_nb,
+)
 
 ROLE_MIXED = 0
 ROLE_PREFILL = 1
@@ -118,14 +124,16 @@ class PDState(NamedTuple):
     rt: RouteGroups  # the routers over the mixed, prefill and decode replicas (kernels/router.py)
 
 
-def no_pd() -> PDState:
-    """The PDState of a cluster without prefill/decode pools: every array empty."""
+def no_pd(cluster: tuple, num_replicas: int) -> PDState:
+    """The PDState of a cluster without prefill/decode pools: every array empty, and its
+    routers the one group of the cluster router `cluster` = (RouterPolicy,
+    tolerance_factor, top_k, max_imbalance_tokens) over all num_replicas replicas
+    (router.cluster_group: what the loop routes such a cluster with)."""
     i = np.zeros(0, dtype=np.int64)
     f = np.zeros(0, dtype=np.float64)
     ctl = np.zeros(PD_CTL, np.int64)
-    return PDState(
-        i, i, i, i, i, f, f, i, ctl, *([i] * 17), *([i] * 5), f, i, f, i, i, i, i, no_groups()
-    )
+    rt = cluster_group(cluster, num_replicas)
+    return PDState(i, i, i, i, i, f, f, i, ctl, *([i] * 17), *([i] * 5), f, i, f, i, i, i, i, rt)
 
 
 def make_pd(

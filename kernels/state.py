@@ -36,6 +36,35 @@ H_DONE_NS = 23
 HOT_WIDTH = 24  # int64 slots per record
 HOT_STATUS_BYTE = 8 * 7  # byte offsets of status and prefill_done in the record
 HOT_PREFILL_DONE_BYTE = 8 * 7 + 1
+# the Reqs fields that are strided views of hot (its H_* columns, status and prefill_done):
+# the loop is compiled for them typed strided ('A') whatever the request count (loop.run_nb)
+HOT_VIEWS = (
+    "processed",
+    "tok_inflight",
+    "prompt",
+    "generated",
+    "placeholders",
+    "blocks",
+    "orig_decode",
+    "status",
+    "prefill_done",
+    "sched_ns",
+    "last_stage_end_ns",
+    "preempt_ns",
+    "exec_ns",
+    "model_ns",
+    "first_tok_ns",
+    "last_tok_ns",
+    "tbt_n",
+    "tbt_sum_ns",
+    "tbt_max_ns",
+    "tok_stale",
+    "decode",
+    "total",
+    "restarts",
+    "cached_tokens",
+    "done_ns",
+)
 
 
 class Reqs(NamedTuple):

@@ -47,7 +47,20 @@ def synthetic_samples(noise: float = 0.01, seed: int = 0) -> OperatorSamples:
     pre = pd.DataFrame({"kv_len": k, "chunk": c, "time_ms": jitter(prefill_time(c, k))})
     n = np.arange(8, 1025, 8)
     comm = pd.DataFrame({"num_tokens": n, "time_ms": jitter(tok_time(n))})
-    return OperatorSamples("synthetic", tok, dec, pre, comm, comm.copy(), {"seed": seed})
+    return samples_of(tok, dec, pre, comm, {"seed": seed})
+
+
+def samples_of(tok, dec=None, pre=None, comm=None, provenance=None) -> OperatorSamples:
+    """Synthetic OperatorSamples of the frames given: a family left out is an empty frame of
+    its columns, and the all-reduce frame serves send/recv too."""
+
+    def empty(*columns):
+        return pd.DataFrame({c: [] for c in columns})
+
+    dec = empty("batch_size", "kv_len", "time_ms") if dec is None else dec
+    pre = empty("kv_len", "chunk", "time_ms") if pre is None else pre
+    comm = empty("num_tokens", "time_ms") if comm is None else comm
+    return OperatorSamples("synthetic", tok, dec, pre, comm, comm.copy(), provenance or {})
 
 
 SMALL = PredictorConfig(

@@ -28,7 +28,6 @@ from vidur_fast.kernels.loop import _finish_batch_nb
 from vidur_fast.kernels.pd import no_pd
 from vidur_fast.kernels.pools import one_pool
 from vidur_fast.kernels.queues import wq_push_back_nb
-from vidur_fast.kernels.router import cluster_group
 from vidur_fast.kernels.sched_v1 import schedule_vllm_v1_nb
 from vidur_fast.kernels.state import SchedParams
 
@@ -181,7 +180,7 @@ def replay_case(case_dir: Path) -> ReplayResult:
     queue: list[tuple[int, int, int]] = []  # (slot, step, requests) formed, not yet applied
     # one pool, no disaggregation: the cluster router is one route group
     knobs = (p.router, p.router_tolerance_factor, p.router_top_k, p.max_imbalance_tokens)
-    pools, pd = one_pool(), no_pd()._replace(rt=cluster_group(knobs, 1))
+    pools, pd = one_pool(), no_pd(knobs, 1)
 
     def apply(slot: int, sstep: int, nb: int) -> None:
         nonlocal done, flush

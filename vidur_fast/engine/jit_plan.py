@@ -67,13 +67,14 @@ def _unpack(text: str):
     return pickle.loads(zlib.decompress(base64.b64decode(text)))
 
 
-def load_plan(key: tuple, path: Path = PLAN_FILE) -> VariantPlan | None:
-    """The recorded plan of one loop variant; None when there is none, it was recorded with
-    another Numba, or it does not read back (types this Numba cannot rebuild)."""
+def load_plan(key: tuple, path: Path | None = None) -> VariantPlan | None:
+    """The recorded plan of one loop variant (from PLAN_FILE unless path is given); None when
+    there is none, it was recorded with another Numba, or it does not read back (types this
+    Numba cannot rebuild)."""
     import numba
 
     try:
-        data = json.loads(path.read_text())
+        data = json.loads((PLAN_FILE if path is None else path).read_text())
         if data.get("numba") != numba.__version__:
             return None
         v = data["variants"].get(variant_name(key))
@@ -104,7 +105,7 @@ def usable_plan(kernel, args: tuple) -> VariantPlan | None:
     if plan is None:
         return None
     try:
-        return plan if arg_types(args) == plan.loop_args else None
+        return plan if loop.loop_arg_types(args) == plan.loop_args else None
     except Exception:  # an argument Numba cannot type here: the call itself will say so
         return None
 
@@ -320,7 +321,7 @@ def level(name, seen=()):
 
 event.register("numba:compile", Listener())
 sched = getattr(s, sys.argv[1])()
-# two requests: one request's per-request record columns would be typed contiguous
+# a small run: its loop's argument types are every run's (kernels/loop.py loop_arg_types)
 cfg = SimConfig(
     workload=SyntheticWorkload(num_requests=2, lengths=FixedLengths(16, 2)),
     scheduler=sched,

@@ -36,7 +36,6 @@ from vidur_fast.kernels.pd import PDState, no_pd
 from vidur_fast.kernels.pools import PoolParams, one_pool
 from vidur_fast.kernels.router import (
     SESSION_ROUTERS,
-    cluster_group,
     pins_sessions,
     reads_cache,
     route_groups,
@@ -192,12 +191,12 @@ def run_engine(
     n_sessions = 0
     if pools is None:
         pools = one_pool()
-    pd_state = no_pd() if pd_setup is None else pd_setup(arrival_ns.shape[0])
     knobs = (sp.router, sp.router_tolerance_factor, sp.router_top_k, sp.max_imbalance_tokens)
-    if pd_state.role.shape[0] == 0:
-        # no disaggregation: the cluster router is one route group over all replicas
-        pd_state = pd_state._replace(rt=cluster_group(knobs, sp.num_replicas))
-    elif pd_state.rt.policy.shape[0] == 0:
+    if pd_setup is None:
+        pd_state = no_pd(knobs, sp.num_replicas)
+    else:
+        pd_state = pd_setup(arrival_ns.shape[0])
+    if pd_state.role.shape[0] > 0 and pd_state.rt.policy.shape[0] == 0:
         # no routers given: the cluster router over each role's replicas
         rep_pool = pools.rep_pool if pools.rep_pool.shape[0] > 0 else np.zeros(sp.num_replicas)
         own = [None] * (int(rep_pool.max()) + 1)

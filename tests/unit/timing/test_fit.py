@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import SHARED
+from tests.helpers.timing_samples import samples_of
 from vidur_fast.catalog import get_device, get_model, get_node
 from vidur_fast.config import predictor as config_mod
 from vidur_fast.config.predictor import PredictorConfig
@@ -16,7 +17,6 @@ from vidur_fast.config.validate import validate_predictor
 from vidur_fast.errors import ConfigError, ProfileError
 from vidur_fast.timing.build import held_out_accuracy
 from vidur_fast.timing.fit import fit_op, mape, model_value, predict
-from vidur_fast.timing.samples import OperatorSamples
 
 FAST = PredictorConfig(n_estimators=10)
 
@@ -165,11 +165,7 @@ def test_mape_vidur_convention():
 
 
 def _token_only_samples(X, y):
-    tok = pd.DataFrame({"op": "mlp_up_proj", "num_tokens": X[:, 0], "time_ms": y})
-    e2 = pd.DataFrame({"batch_size": [], "kv_len": [], "time_ms": []})
-    ep = pd.DataFrame({"kv_len": [], "chunk": [], "time_ms": []})
-    e1 = pd.DataFrame({"num_tokens": [], "time_ms": []})
-    return OperatorSamples("synthetic", tok, e2, ep, e1, e1.copy())
+    return samples_of(pd.DataFrame({"op": "mlp_up_proj", "num_tokens": X[:, 0], "time_ms": y}))
 
 
 def test_held_out_accuracy_is_deterministic():
