@@ -280,7 +280,7 @@ def _replica_rows(rep_col: np.ndarray, rep_ids: np.ndarray, max_rows: int):
     """For each replica id of rep_ids (ascending), its rows of rep_col in formation order, as
     order_by_replica gives them; consecutive replicas are sorted together up to about
     max_rows rows at a time, so that memory stays bounded by max_rows, not by the run."""
-    below = _rows_below(rep_col, rep_ids)
+    below, own = _rows_below(rep_col, rep_ids, with_own=True)
     counts = np.diff(np.append(below, rep_col.shape[0]))
     k = 0
     while k < rep_ids.shape[0]:
@@ -289,28 +289,33 @@ def _replica_rows(rep_col: np.ndarray, rep_ids: np.ndarray, max_rows: int):
         while j < rep_ids.shape[0] and total + counts[j] <= max_rows:
             total += counts[j]
             j += 1
-        lo, hi = rep_ids[k], rep_ids[j - 1]
-        sel = np.flatnonzero((rep_col >= lo) & (rep_col <= hi))
-        ids = rep_col[sel]
-        o = np.argsort(ids, kind="stable")
-        sel, ids = sel[o], ids[o].astype(np.int64)  # one cast, not one per search
-        chunk = np.asarray(rep_ids[k:j], dtype=np.int64)
-        starts = np.searchsorted(ids, chunk, "left")
-        ends = np.searchsorted(ids, chunk, "right")
-        for a, b in zip(starts, ends, strict=True):
-            yield sel[a:b]
+        # a replica's rows start after the rows of smaller ids sorted with it (counted
+        # already, not searched)
+        if k == 0 and j == rep_ids.shape[0]:  # one sort of the whole column: no selection
+            order, starts = np.argsort(rep_col, kind="stable"), below
+        else:
+            sel = np.flatnonzero((rep_col >= rep_ids[k]) & (rep_col <= rep_ids[j - 1]))
+            order = sel[np.argsort(rep_col[sel], kind="stable")]
+            starts = below[k:j] - below[k]
+        for a, n in zip(starts, own[k:j], strict=True):
+            yield order[a : a + n]
         k = j
 
 
-def _rows_below(rep_col: np.ndarray, rep_ids: np.ndarray) -> np.ndarray:
+def _rows_below(rep_col: np.ndarray, rep_ids: np.ndarray, with_own: bool = False):
     """For each replica id, the rows of rep_col with a smaller id (counted, not searched in
-    the sorted column: 28M rows 0.03 instead of 0.55 s)."""
+    the sorted column: 28M rows 0.03 instead of 0.55 s); with_own: and the rows with that id,
+    from the same count."""
     if rep_col.size == 0:
-        return np.zeros(rep_ids.shape[0], dtype=np.int64)
+        none = np.zeros(rep_ids.shape[0], dtype=np.int64)
+        return (none, none.copy()) if with_own else none
     lo = min(int(rep_col.min()), int(rep_ids.min(initial=0)))
     counts = np.bincount(rep_col - lo if lo else rep_col)  # no copy of the column for ids >= 0
     below = np.concatenate([[0], np.cumsum(counts)])
-    return below[np.clip(rep_ids - lo, 0, counts.shape[0])]
+    at = np.clip(rep_ids - lo, 0, counts.shape[0])
+    if not with_own:
+        return below[at]
+    return below[at], below[np.clip(rep_ids - lo + 1, 0, counts.shape[0])] - below[at]
 
 
 def _read_frame(g: h5py.Group) -> pd.DataFrame:
