@@ -11,15 +11,16 @@ index keys without the CPU part, and what they were built with.
 Numba keys an entry by the kernel's argument types, the target (triple, CPU name, CPU
 features) and hashes of the kernel's bytecode and closure, in an index per kernel stamped
 with its Numba version and its source file's content hash; the cache directory depends on
-where the source file is. None of that moves with the files, so on a first run (the host's
-cache lacks the bundle's first entry) install() writes the entries into the host's own cache
-directories, each index stamped by this Numba for the host's source file and each key under
-the host's target. It does so only when everything the code depends on matches: the
-versions of Numba, llvmlite and Python, the triple, Numba's optimisation settings, and the
-content of every Python file beside each bundled kernel (a kernel inlines code of other files
-of its package, which Numba's cache does not notice). Otherwise the bundle is ignored and the
-kernels compile as without it. Entries the host has already are kept; Numba itself still
-checks each entry's bytecode hash when it loads it.
+where the source file is. The directory and the CPU part do not carry over to another
+machine, so on a first run (the host's cache lacks the bundle's first entry) install()
+writes the entries into the host's own cache directories, each index stamped by this
+Numba for the host's source file and each key under the host's target. It does so only when
+everything the code depends on matches: the versions of Numba, llvmlite and Python, the
+triple, Numba's optimisation settings, and the content of every Python file beside each
+bundled kernel (a kernel inlines code of other files of its package, which Numba's cache
+does not notice). Otherwise the bundle is ignored and the kernels compile as without it.
+Entries the host has already are kept; Numba itself still checks each entry's bytecode hash
+when it loads it.
 
 VIDUR_FAST_KERNEL_BUNDLE=0 turns it off (every kernel compiles for this CPU, as without it).
 """
