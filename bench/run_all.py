@@ -4,8 +4,9 @@ Each scenario runs in a fresh subprocess (simulate + write the run directory, as
 so wall time covers the whole process and peak RSS is per scenario. CPU time (user + sys of
 the process) is printed next to wall time: on a busy machine it is the steadier figure.
 Two runs per scenario: `cold` with an empty Numba cache (every kernel the scenario uses
-compiles; cold_s wall, cold_cpu_s user + sys, with the processes that compile the loop's
-callees in parallel), `warm` with the caches filled. Timing grids
+compiles, the shipped kernel bundle unused unless VIDUR_FAST_KERNEL_BUNDLE=1; cold_s wall,
+cold_cpu_s user + sys, with the processes that compile the loop's callees in parallel), `warm`
+with the caches filled. Timing grids
 come from the grid cache in both (a missing grid is built in the first run). write_cpu_s:
 writing the run directory (metrics.h5, request CSV); loop_s / loop_cpu_s: the simulation
 loop alone (kernels already loaded); vllm_v1 runs use its
@@ -217,6 +218,8 @@ def run_child(name: str, shared: Path, numba_cache: str | None, request_csv: boo
     env = dict(os.environ)
     if numba_cache is not None:
         env["NUMBA_CACHE_DIR"] = numba_cache
+        # the cold row measures compiling: without the shipped kernel bundle unless asked
+        env.setdefault("VIDUR_FAST_KERNEL_BUNDLE", "0")
     cmd = [sys.executable, __file__, "--worker", name, "--shared", str(shared)]
     if not request_csv:
         cmd.append("--no-request-csv")

@@ -72,3 +72,6 @@ def start_numba_target() -> None:
         with _no_blas_probe():
             target_context.refresh()
     _started = True
+    from vidur_fast.kernel_bundle import install_once
+
+    install_once()  # a first run: the shipped machine code of the default run's kernels

@@ -17,11 +17,12 @@ KERNELS = REPO / "kernels"
 # another stage of the same rank
 RANK = {
     "errors": 0,
-    "jit_start": 0,
     "kernels": 0,
     "profiles": 0,
     "catalog": 1,
+    "kernel_bundle": 1,  # imports errors; jit_start installs it
     "config": 2,
+    "jit_start": 2,
     "workload": 3,
     "timing": 3,
     "params": 4,

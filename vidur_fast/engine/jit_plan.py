@@ -364,7 +364,9 @@ def record(schedulers=RECORDED_SCHEDULERS, path: Path = PLAN_FILE) -> None:
     with tempfile.TemporaryDirectory(prefix="vidur-fast-jit-plan-") as tmp:
         procs = []  # one process per variant, each with an empty cache of its own
         for name in schedulers:
+            # every callee compiled: without the shipped kernel bundle (kernel_bundle.py)
             env = {**os.environ, "NUMBA_CACHE_DIR": str(Path(tmp) / name)}
+            env["VIDUR_FAST_KERNEL_BUNDLE"] = "0"
             cmd = [sys.executable, "-c", _RECORD, name]
             procs.append((name, subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True)))
         for name, proc in procs:
