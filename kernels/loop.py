@@ -557,7 +557,9 @@ def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, pools, pd, limit_ns, max_
     RunStatus."""
     kernel = loop_kernel(p.policy, pools.rep_pool.shape[0] > 0, pd.role.shape[0] > 0, p.router)
     args = (reqs, reps, kv, log, run, cl, grids, tp, p, pools, pd, limit_ns, max_steps)
-    if reqs.hot.shape[0] > 1:  # the views are strided: a call types them as loop_arg_types
+    # the views are strided: a call types them as loop_arg_types (or the kernels run as
+    # Python, NUMBA_DISABLE_JIT, with no types at all)
+    if reqs.hot.shape[0] > 1 or not hasattr(kernel, "compile"):
         return kernel(*args)
     # one request or none: the loop compiled (or cached) for strided views, given these
     return kernel.compile(loop_arg_types(args))(*args)
