@@ -145,8 +145,14 @@ def worker(name: str, shared: Path, request_csv: bool = True) -> None:
     if name == "floor":
         floor_worker(shared)
         return
-    from vidur_fast.commands.main import freeze_heap, imports_without_gc, release_freed_memory
+    from vidur_fast.commands.main import (
+        freeze_heap,
+        imports_without_gc,
+        release_freed_memory,
+        single_threaded_blas,
+    )
 
+    single_threaded_blas()  # as `vidur-fast` does first
     imports_without_gc()  # as `vidur-fast simulate` does before its imports
     from vidur_fast.api import simulate
     from vidur_fast.outputs.writer import write_run

@@ -16,6 +16,7 @@ from vidur_fast.engine.state import (
     alloc_reps,
     alloc_reqs,
     alloc_run_state,
+    hist_counts,
     kernel_array,
 )
 from vidur_fast.errors import UserError
@@ -350,7 +351,7 @@ def run_engine(
         reps,
         kv,
         store,
-        run.tbt_hist,
+        hist_counts(run.tbt_hist),
         STATUS_NAMES[status],
         end_ns,
         loop_s,

@@ -8,6 +8,7 @@ from vidur_fast.kernels.block_pool import init_pool_nb
 from vidur_fast.kernels.codes import N_LS, ReqStatus
 from vidur_fast.kernels.dtypes import NEVER, NO_ID
 from vidur_fast.kernels.event_tree import tree_size
+from vidur_fast.kernels.lifecycle import HIST_MEMO_SLOTS
 from vidur_fast.kernels.state import (
     H_BLOCKS,
     H_CACHED_TOKENS,
@@ -296,4 +297,12 @@ def alloc_log(capacity: int) -> BatchLog:
 
 
 def alloc_hist() -> np.ndarray:
-    return np.zeros(HIST_BUCKETS, dtype=np.int64)
+    """The TBT histogram's buckets, then the kernel's memo of the last gap (none yet: -1)."""
+    hist = np.zeros(HIST_BUCKETS + HIST_MEMO_SLOTS, dtype=np.int64)
+    hist[HIST_BUCKETS] = -1
+    return hist
+
+
+def hist_counts(hist: np.ndarray) -> np.ndarray:
+    """The buckets of a histogram from alloc_hist, without the kernel's memo."""
+    return hist[:HIST_BUCKETS]
