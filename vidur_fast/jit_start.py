@@ -73,5 +73,7 @@ def start_numba_target() -> None:
             target_context.refresh()
     _started = True
     from vidur_fast.kernel_bundle import install_once
+    from vidur_fast.kernel_cache import drop_stale_kernels
 
+    drop_stale_kernels()  # cached kernels of other kernel sources (an upgrade, an edit)
     install_once()  # a first run: the shipped machine code of the default run's kernels
