@@ -1,5 +1,5 @@
 """`python -m vidur_fast` is the `vidur-fast` command."""
 
-from vidur_fast.commands.main import main
+from vidur_fast.commands.main import run
 
-raise SystemExit(main())
+run()

@@ -178,6 +178,38 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def run() -> None:
+    """The `vidur-fast` program: main(), then exit_now() with its status. A Python error (a bug,
+    with its traceback) or an unusual exit status leaves through the interpreter as usual."""
+    try:
+        code = main()
+    except SystemExit as exc:
+        if exc.code is not None and not isinstance(exc.code, int):
+            raise
+        code = exc.code or 0
+    exit_now(code)
+
+
+def exit_now(code: int) -> None:
+    """Exit with `code` the way the interpreter does, but without tearing it down: the threads
+    are joined and the exit handlers run (temporary directories, worker pools, logging) as at a
+    normal exit, then the process ends without freeing each module and object one by one
+    (40-90 ms of a short run on a 2-core machine). Only where this Python's own shutdown steps
+    are there to call; otherwise the usual exit."""
+    import atexit
+
+    shutdown_threads = getattr(threading, "_shutdown", None)
+    run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
+    if shutdown_threads is None or run_exit_handlers is None:
+        raise SystemExit(code)
+    shutdown_threads()  # non-daemon threads finish, thread pools are told to stop
+    run_exit_handlers()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stream.flush()
+    os._exit(code)
+
+
 def _dispatch(cmd: str, argv: list[str]) -> int:
     if cmd == "help":
         print(top_help())
