@@ -253,6 +253,10 @@ def main() -> None:
     args = ap.parse_args()
     if args.worker:
         worker(args.worker, args.shared, not args.no_request_csv)
+        if args.worker != "floor":
+            from vidur_fast.commands.main import exit_now
+
+            exit_now(0)  # as `vidur-fast` leaves
         return
     names = sorted(args.only or list(SCENARIOS), key=lambda n: n == "floor")  # floor last
     rows = {}
