@@ -195,12 +195,14 @@ def exit_now(code: int) -> None:
     are joined and the exit handlers run (temporary directories, worker pools, logging) as at a
     normal exit, then the process ends without freeing each module and object one by one
     (40-90 ms of a short run on a 2-core machine). Only where this Python's own shutdown steps
-    are there to call; otherwise the usual exit."""
+    are there to call and no profiler or tracer runs (they write their figures after the
+    program returns); otherwise the usual exit."""
     import atexit
 
     shutdown_threads = getattr(threading, "_shutdown", None)
     run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
-    if shutdown_threads is None or run_exit_handlers is None:
+    watched = sys.getprofile() is not None or sys.gettrace() is not None
+    if shutdown_threads is None or run_exit_handlers is None or watched:
         raise SystemExit(code)
     shutdown_threads()  # non-daemon threads finish, thread pools are told to stop
     run_exit_handlers()

@@ -365,7 +365,7 @@ def _write_claimed(result: Result, out: OutputConfig, claim: RunDirClaim) -> Pat
         if out.vidur_plots != "none":
             from vidur_fast.outputs.vidur_layout import write_vidur_plots
 
-            write_vidur_plots(result.requests, tmp / "plots", out.vidur_plots)
+            write_vidur_plots(result.request_columns, tmp / "plots", out.vidur_plots)
         if path.exists() or path.is_symlink():
             if not out.overwrite:
                 raise ConfigError(f"output.dir: {path} already exists (pass --output.overwrite)")
