@@ -514,9 +514,7 @@ def simulate(
     if out.disagg is not None:
         ids = np.asarray(in_window.index)
         summary["pd"] = pd_summary(out.disagg, out.reqs, pd_link, ids)
-        summary["pd"]["links"] = pd_link_summary(
-            out.disagg, out.reqs, ids, pd_link, sim_time_s
-        )
+        summary["pd"]["links"] = pd_link_summary(out.disagg, out.reqs, ids, pd_link, sim_time_s)
     summary["num_blocks_per_replica"] = int(setup.params.usable_blocks)
     summary.update(batch_fill(req, out.reps.busy_ns, cfg.scheduler))
     summary["rejected_by_reason"] = rejection_report(rejected, setup, cfg)

@@ -72,8 +72,7 @@ def start_numba_target() -> None:
         with _no_blas_probe():
             target_context.refresh()
     _started = True
-    from vidur_fast.kernel_bundle import install_once
-    from vidur_fast.kernel_cache import drop_stale_kernels
+    from vidur_fast.kernel_bundle import drop_stale_kernels, install_once
 
     drop_stale_kernels()  # cached kernels of other kernel sources (an upgrade, an edit)
     install_once()  # a first run: the shipped machine code of the default run's kernels

@@ -270,9 +270,7 @@ class RayExecutor:
             self._owned = True
         self.workers = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
         self.on_this_machine = self._owned and not address  # a local cluster started here
-        self._actor_class = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(
-            _RayRunner
-        )
+        self._actor_class = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(_RayRunner)
 
     def _new_actor(self):
         actor = self._actor_class.remote()

@@ -4,7 +4,7 @@ would keep a caller's machine code after an edit of the kernel it calls, in anot
 import textwrap
 
 from tests.helpers.fresh_python import run_fresh_python
-from vidur_fast.kernel_cache import STAMP_NAME, drop_stale
+from vidur_fast.kernel_bundle import STAMP_NAME, drop_stale
 
 CALLEE = textwrap.dedent(
     """
@@ -35,7 +35,7 @@ CALL = textwrap.dedent(
     """
     import sys
 
-    from vidur_fast.kernel_cache import drop_stale_kernels
+    from vidur_fast.kernel_bundle import drop_stale_kernels
 
     if sys.argv[1] == "guard":
         drop_stale_kernels(("toy_pkg",), probe="caller")
