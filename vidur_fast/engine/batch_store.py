@@ -62,6 +62,7 @@ class BatchStore:
         self._dir: Path | None = None
         self._on_disk = 0
         self._tail: dict[str, np.ndarray] = {k: np.zeros(0, np.int64) for k in names}
+        self._ended = False  # keep_tail was called: nothing more will be spilled
         self._disk_dtype = {k: np.dtype(np.int32 if k in _NARROW else np.int64) for k in names}
         self._worker: ThreadPoolExecutor | None = None
         self._pending: tuple[Future, BatchLog] | None = None
@@ -104,11 +105,14 @@ class BatchStore:
         return spare
 
     def _wait(self) -> BatchLog | None:
-        """Wait for the spill thread (re-raising its error); the log it had, if any."""
+        """Wait for the spill thread (re-raising its error); the log it had, if any. After
+        keep_tail the thread has nothing more to do and ends here."""
         if self._pending is None:
             return None
         job, log = self._pending
         self._pending = None
+        if self._ended and self._worker is not None:
+            self._worker.shutdown(wait=False)  # the job it runs is the last
         job.result()
         return log
 
@@ -150,13 +154,16 @@ class BatchStore:
         self._disk_dtype[name] = np.dtype(np.int64)
 
     def keep_tail(self, log: BatchLog) -> None:
-        """Keep the log's last, partial chunk in memory (a copy) at the end of the run, once
-        the spill thread is done (it then ends)."""
-        self._wait()
-        if self._worker is not None:
-            self._worker.shutdown()
+        """Keep the log's last, partial chunk in memory (a copy) at the end of the run.
+
+        The spill thread may still be compressing the previous log (up to ~0.1 s on a short
+        run); the first read of a column waits for it, so the metrics and the run directory's
+        first files are made meanwhile. Its error, if any, is raised by that read."""
         n = int(log.n[0])
         self._tail = {k: getattr(log, self._field[k])[:n].copy() for k in self.names}
+        self._ended = True
+        if self._pending is None and self._worker is not None:
+            self._worker.shutdown()
 
     def column_ns(self, name: str, dtype=np.int64) -> np.ndarray:
         """One column over all batches, as stored (int64; times in ns). dtype: a narrower

@@ -107,8 +107,35 @@ def test_error_in_the_spill_thread_is_raised(monkeypatch):
     store = BatchStore.for_log(log)
     _fill(log, {"replica": np.arange(4)})
     log = store.flush(log)
+    store.keep_tail(log)  # the run ends while the spill thread may still be working
     with pytest.raises(OSError, match="disk full"):
-        store.keep_tail(log)
+        store.column_ns("replica")  # the first read waits for it and raises its error
+    assert store._worker._shutdown  # and the thread was told to end
+
+
+def test_columns_read_after_the_run_wait_for_the_last_spill(monkeypatch):
+    """keep_tail returns before the spill thread is done; reads see every spilled row."""
+    import threading
+
+    release = threading.Event()
+    encode = batch_store.encode_chunk
+
+    def slow(*args):
+        release.wait(5)
+        return encode(*args)
+
+    monkeypatch.setattr(batch_store, "encode_chunk", slow)
+    monkeypatch.setattr(batch_store, "CHUNK_ROWS", 2)
+    log = alloc_log(4)
+    store = BatchStore.for_log(log)
+    _fill(log, {"replica": np.arange(4)})
+    log = store.flush(log)
+    _fill(log, {"replica": np.arange(4, 7)})
+    store.keep_tail(log)
+    assert store._pending is not None  # still compressing the first log
+    release.set()
+    assert_array_equal(store.column_ns("replica"), np.arange(7))
+    assert store._pending is None and store._worker._shutdown
 
 
 def test_long_columns_are_written_in_chunks_that_read_back_exactly(tmp_path):
