@@ -97,16 +97,21 @@ def test_chunks_compressed_while_spilling_read_back_with_plain_h5py(
             assert_array_equal(ds[()], values)
 
 
-def test_error_in_the_spill_thread_is_raised(monkeypatch):
-    def broken(*args):
-        raise OSError("disk full")
-
-    monkeypatch.setattr(batch_store, "encode_chunk", broken)
+def _spilling_four_rows(monkeypatch, encode) -> tuple[BatchStore, object]:
+    """A store whose spill thread compresses 4 rows (chunks of 2) with encode; the next log."""
+    monkeypatch.setattr(batch_store, "encode_chunk", encode)
     monkeypatch.setattr(batch_store, "CHUNK_ROWS", 2)
     log = alloc_log(4)
     store = BatchStore.for_log(log)
     _fill(log, {"replica": np.arange(4)})
-    log = store.flush(log)
+    return store, store.flush(log)
+
+
+def test_error_in_the_spill_thread_is_raised(monkeypatch):
+    def broken(*args):
+        raise OSError("disk full")
+
+    store, log = _spilling_four_rows(monkeypatch, broken)
     store.keep_tail(log)  # the run ends while the spill thread may still be working
     with pytest.raises(OSError, match="disk full"):
         store.column_ns("replica")  # the first read waits for it and raises its error
@@ -124,12 +129,7 @@ def test_columns_read_after_the_run_wait_for_the_last_spill(monkeypatch):
         release.wait(5)
         return encode(*args)
 
-    monkeypatch.setattr(batch_store, "encode_chunk", slow)
-    monkeypatch.setattr(batch_store, "CHUNK_ROWS", 2)
-    log = alloc_log(4)
-    store = BatchStore.for_log(log)
-    _fill(log, {"replica": np.arange(4)})
-    log = store.flush(log)
+    store, log = _spilling_four_rows(monkeypatch, slow)
     _fill(log, {"replica": np.arange(4, 7)})
     store.keep_tail(log)
     assert store._pending is not None  # still compressing the first log
