@@ -111,9 +111,11 @@ class BatchStore:
             return None
         job, log = self._pending
         self._pending = None
-        if self._ended and self._worker is not None:
-            self._worker.shutdown(wait=False)  # the job it runs is the last
-        job.result()
+        try:
+            job.result()
+        finally:
+            if self._ended and self._worker is not None:
+                self._worker.shutdown()  # its last job is done: the thread ends now
         return log
 
     def _spill(self, log: BatchLog, n: int) -> None:

@@ -52,6 +52,11 @@ def _toy(root, step):
     (pkg / "__init__.py").write_text("")
     (pkg / "callee.py").write_text(CALLEE.format(step=step))
     (pkg / "caller.py").write_text(CALLER)
+    # Python's own bytecode cache checks a source's mtime in whole seconds and its size: the
+    # edit is the same size and may fall in the same second, and a stale .pyc would hand the
+    # recompiling kernel the old callee (Numba's .nbi/.nbc entries stay: they are under test)
+    for pyc in (pkg / "__pycache__").glob("*.pyc"):
+        pyc.unlink()
 
 
 def _call(root, mode, pythonpath):
