@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 from numba import njit
 from vidur_fast.kernels.blocks import release_nb
 from vidur_fast.kernels.codes import ReqStatus
@@ -77,13 +78,21 @@ def preempt_to_waiting_nb(reps, reqs, r, i, now_ns):
     reps.preemptions[r] += 1
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def emit_token_nb(reqs, hist, i, now_ns):
+# emit_token_nb's gap when a token opens no gap (the first token): gaps are >= 0
+NO_GAP = -1
+
+
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def emit_token_nb(reqs, i, now_ns):
     """Record one output token of request i at now: first-token time or an inter-token gap.
 
-    Mutates: reqs (generated, first_tok_ns, last_tok_ns, tbt_*), hist (TBT histogram).
-    Returns: nothing.
+    The gap goes to the TBT histogram through the caller (the loop counts a batch's equal gaps
+    at once, hist_add_nb), not here: one histogram update per token was a chain of dependent
+    loads and stores through the same bucket.
+    Mutates: reqs (generated, first_tok_ns, last_tok_ns, tbt_*).
+    Returns: the gap in ns, or NO_GAP.
     """
+    gap = np.int64(NO_GAP)
     reqs.hot[i, H_GENERATED] += 1
     if reqs.hot[i, H_FIRST_TOK_NS] == NEVER:
         reqs.hot[i, H_FIRST_TOK_NS] = now_ns
@@ -93,8 +102,8 @@ def emit_token_nb(reqs, hist, i, now_ns):
         reqs.hot[i, H_TBT_SUM_NS] += gap
         if gap > reqs.hot[i, H_TBT_MAX_NS]:
             reqs.hot[i, H_TBT_MAX_NS] = gap
-        _hist_add_nb(hist, gap)
     reqs.hot[i, H_LAST_TOK_NS] = now_ns
+    return gap
 
 
 # TBT histogram: bucket k holds gaps in [HIST_MIN_NS * HIST_RATIO^k, ... * HIST_RATIO^(k+1)).
@@ -107,15 +116,15 @@ HIST_MEMO_SLOTS = 2
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _hist_add_nb(hist, gap_ns):
-    """Count one gap in the log-bucket histogram (1% relative bucket width).
+def hist_add_nb(hist, gap_ns, count):
+    """Count a gap `count` times in the log-bucket histogram (1% relative bucket width).
 
     Mutates: hist.
     Returns: nothing.
     """
     buckets = hist.shape[0] - HIST_MEMO_SLOTS
     if gap_ns == hist[buckets]:
-        hist[hist[buckets + 1]] += 1
+        hist[hist[buckets + 1]] += count
         return
     if gap_ns <= HIST_MIN_NS:
         k = 0
@@ -125,44 +134,47 @@ def _hist_add_nb(hist, gap_ns):
         k = buckets - 1
     hist[buckets] = gap_ns
     hist[buckets + 1] = k
-    hist[k] += 1
+    hist[k] += count
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def advance_legacy_nb(reqs, hist, i, n, now_ns):
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def advance_legacy_nb(reqs, i, n, now_ns):
     """Vidur's on_batch_end for one request: processed += n, a bonus token at prefill end.
 
-    Mutates: reqs, hist.
-    Returns: True when the request completed.
+    Mutates: reqs.
+    Returns: (True when the request completed, the token's gap or NO_GAP).
     """
+    gap = np.int64(NO_GAP)
     reqs.hot[i, H_PROCESSED] += n
     if reqs.prefill_done[i] == 0:
         if reqs.hot[i, H_PROCESSED] == reqs.hot[i, H_PROMPT]:
             reqs.prefill_done[i] = 1
             reqs.hot[i, H_PROCESSED] += 1
-            emit_token_nb(reqs, hist, i, now_ns)
+            gap = emit_token_nb(reqs, i, now_ns)
     else:
-        emit_token_nb(reqs, hist, i, now_ns)
-    return reqs.hot[i, H_PROCESSED] >= reqs.hot[i, H_PROMPT] + reqs.hot[i, H_DECODE]
+        gap = emit_token_nb(reqs, i, now_ns)
+    return reqs.hot[i, H_PROCESSED] >= reqs.hot[i, H_PROMPT] + reqs.hot[i, H_DECODE], gap
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def advance_v1_nb(reqs, hist, i, n, now_ns):
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def advance_v1_nb(reqs, i, n, now_ns):
     """vLLM v1 update_from_output for one request: a token is sampled only when the computed
     tokens reach the sequence length (prompt + generated).
 
-    Mutates: reqs, hist.
-    Returns: True when the request has produced all its output tokens.
+    Mutates: reqs.
+    Returns: (True when the request has produced all its output tokens, the token's gap or
+    NO_GAP).
     """
+    gap = np.int64(NO_GAP)
     reqs.hot[i, H_PROCESSED] += n
     if reqs.hot[i, H_PROCESSED] >= reqs.hot[i, H_PROMPT] + reqs.hot[i, H_GENERATED]:
         reqs.prefill_done[i] = 1
-        emit_token_nb(reqs, hist, i, now_ns)
-    return reqs.hot[i, H_GENERATED] >= reqs.hot[i, H_ORIG_DECODE]
+        gap = emit_token_nb(reqs, i, now_ns)
+    return reqs.hot[i, H_GENERATED] >= reqs.hot[i, H_ORIG_DECODE], gap
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def apply_v1_output_nb(kv, reqs, hist, p, r, i, n, now_ns):
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def apply_v1_output_nb(kv, reqs, p, r, i, n, now_ns):
     """Apply request i's n tokens of a finished vLLM v1 step on replica r (async scheduling;
     synchronously the loop calls advance_v1_nb directly).
 
@@ -173,20 +185,22 @@ def apply_v1_output_nb(kv, reqs, hist, p, r, i, n, now_ns):
     formed only while at most one other is in flight), so a stale step samples iff the
     request has a placeholder. With async scheduling a running request caches the blocks its
     new token completes (computed tokens minus placeholders).
-    Mutates: reqs, hist, kv (cached blocks).
-    Returns: True when the request has produced all its output tokens.
+    Mutates: reqs, kv (cached blocks).
+    Returns: (True when the request has produced all its output tokens, the token's gap or
+    NO_GAP).
     """
     if reqs.hot[i, H_TOK_STALE] > 0:
+        gap = np.int64(NO_GAP)
         reqs.hot[i, H_TOK_STALE] -= n
         if reqs.hot[i, H_PLACEHOLDERS] > 0:
             reqs.hot[i, H_PLACEHOLDERS] -= 1
-            emit_token_nb(reqs, hist, i, now_ns)
-        return reqs.hot[i, H_GENERATED] >= reqs.hot[i, H_ORIG_DECODE]
+            gap = emit_token_nb(reqs, i, now_ns)
+        return reqs.hot[i, H_GENERATED] >= reqs.hot[i, H_ORIG_DECODE], gap
     reqs.hot[i, H_TOK_INFLIGHT] -= n
     g = reqs.hot[i, H_GENERATED]
-    complete = advance_v1_nb(reqs, hist, i, n, now_ns)
+    complete, gap = advance_v1_nb(reqs, i, n, now_ns)
     if reqs.hot[i, H_GENERATED] > g:
         reqs.hot[i, H_PLACEHOLDERS] -= 1
         known = reqs.hot[i, H_PROCESSED] + reqs.hot[i, H_TOK_INFLIGHT] - reqs.hot[i, H_PLACEHOLDERS]
         cache_computed_nb(kv, reqs, p, r, i, known)
-    return complete
+    return complete, gap

@@ -20,6 +20,7 @@ from vidur_fast.kernels.codes import (
 from vidur_fast.kernels.dtypes import NEVER, NO_ID, NS_PER_MS
 from vidur_fast.kernels.event_tree import tree_build_nb, tree_set_nb, tree_top_nb
 from vidur_fast.kernels.kv import free_request_nb
+from vidur_fast.kernels.lifecycle import NO_GAP, hist_add_nb
 from vidur_fast.kernels.pd import (
     ROLE_DECODE,
     pd_drain_nb,
@@ -280,11 +281,23 @@ def _finish_batch_nb(reps, kv, reqs, hist, cl, p, pools, pd, r, s, now_ns, polic
     Returns: requests completed (or -1 on a broken invariant).
     """
     done = 0
+    # the batch's token gaps, counted in the histogram a run of equal gaps at a time (the
+    # decodes of a batch mostly share one: the step before)
+    run_gap = np.int64(NO_GAP)
+    run_len = np.int64(0)
     for k in range(reps.bat_n[r, s]):
         i = reps.bat_req[r, s, k]
         n = reps.bat_tok[r, s, k]
         g_before = reqs.hot[i, H_GENERATED]
-        complete = apply_output_nb(kv, reqs, hist, p, r, i, n, now_ns, policy)
+        complete, gap = apply_output_nb(kv, reqs, p, r, i, n, now_ns, policy)
+        if gap != NO_GAP:
+            if gap == run_gap:
+                run_len += 1
+            else:
+                if run_len > 0:
+                    hist_add_nb(hist, run_gap, run_len)
+                run_gap = gap
+                run_len = 1
         if pd_on:
             # a prefill ends (a disaggregated request's first token on its decode replica is
             # none); on a decode replica the first step of a hand-off ends
@@ -318,6 +331,8 @@ def _finish_batch_nb(reps, kv, reqs, hist, cl, p, pools, pd, r, s, now_ns, polic
                 after_completion_nb(reps, p, r, i, policy)
         elif not after_step_nb(reps, reqs, p, r, i, reps.bat_seq[r, s], policy):
             return -1
+    if run_len > 0:
+        hist_add_nb(hist, run_gap, run_len)
     batch_end_nb(reps, pd.rt, r, s, pd_on)
     reps.bat_n[r, s] = 0
     reps.bat_end[r, s] = NEVER

@@ -72,15 +72,16 @@ def token_kind_nb(reqs, p, i, n, policy):
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
-def apply_output_nb(kv, reqs, hist, p, r, i, n, now_ns, policy):
+def apply_output_nb(kv, reqs, p, r, i, n, now_ns, policy):
     """Apply request i's n tokens of a batch that just ended on replica r.
 
-    Mutates: reqs, hist, kv.
-    Returns: True when the request completed.
+    Mutates: reqs, kv.
+    Returns: (True when the request completed, the gap its token closes for the TBT
+    histogram, or lifecycle.NO_GAP).
     """
     if policy == _V1:
-        return apply_output_v1_nb(kv, reqs, hist, p, r, i, n, now_ns)
-    return advance_legacy_nb(reqs, hist, i, n, now_ns)
+        return apply_output_v1_nb(kv, reqs, p, r, i, n, now_ns)
+    return advance_legacy_nb(reqs, i, n, now_ns)
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")

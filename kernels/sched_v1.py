@@ -271,17 +271,18 @@ def kv_before_v1_nb(reqs, i, n):
     return reqs.hot[i, H_PROCESSED] + reqs.hot[i, H_TOK_INFLIGHT] - n
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def apply_output_v1_nb(kv, reqs, hist, p, r, i, n, now_ns):
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def apply_output_v1_nb(kv, reqs, p, r, i, n, now_ns):
     """Apply request i's n tokens of a finished step.
 
-    Mutates: reqs, hist, kv (async: cached blocks).
-    Returns: True when the request has produced all its output tokens.
+    Mutates: reqs, kv (async: cached blocks).
+    Returns: (True when the request has produced all its output tokens, the token's gap for
+    the TBT histogram or lifecycle.NO_GAP).
     """
     if p.async_scheduling:
-        return apply_v1_output_nb(kv, reqs, hist, p, r, i, n, now_ns)
+        return apply_v1_output_nb(kv, reqs, p, r, i, n, now_ns)
     reqs.hot[i, H_TOK_INFLIGHT] -= n
-    return advance_v1_nb(reqs, hist, i, n, now_ns)
+    return advance_v1_nb(reqs, i, n, now_ns)
 
 
 @njit(cache=True, nogil=True, _nrt=False)

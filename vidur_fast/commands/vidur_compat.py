@@ -7,8 +7,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-import tyro
-
 from vidur_fast.api import simulate
 from vidur_fast.commands.main import freeze_heap
 from vidur_fast.config.vidur_flags import CANARY, accepted_flags, read_vidur_command
@@ -97,6 +95,9 @@ class ExplorerArgs:
 
 
 def main_explore(argv: list[str]) -> int:
+    # tyro only here: a simulation from Vidur's flags never needs it (~40 ms of imports)
+    import tyro
+
     from vidur_fast.commands.errors import parse_args_or_raise
     from vidur_fast.explore.vidur_explorer import SearchSettings, run_explorer
 

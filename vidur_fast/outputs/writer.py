@@ -338,8 +338,8 @@ def _write_claimed(result: Result, out: OutputConfig, claim: RunDirClaim) -> Pat
         (tmp / "summary.json").write_text(
             json.dumps(summary, indent=2, default=_json_default) + "\n"
         )
-        # the request tables are written by Arrow, which runs without the GIL: in a second
-        # thread they overlap with metrics.h5 on big runs
+        # the request tables (and Vidur's plots/ tables) are written by Arrow, which runs
+        # without the GIL: in a second thread they overlap with metrics.h5
         with ThreadPoolExecutor(max_workers=1) as pool:
             side = []
             if out.write_request_csv:
@@ -352,6 +352,17 @@ def _write_claimed(result: Result, out: OutputConfig, claim: RunDirClaim) -> Pat
                 side.append(
                     pool.submit(result.requests.to_parquet, tmp / "requests.parquet", index=False)
                 )
+            if out.vidur_plots != "none":
+                from vidur_fast.outputs.vidur_layout import write_vidur_plots
+
+                side.append(
+                    pool.submit(
+                        write_vidur_plots,
+                        result.request_columns,
+                        tmp / "plots",
+                        out.vidur_plots,
+                    )
+                )
             if out.write_metrics_h5:
                 # without wall_time, so that identical runs give identical files
                 summary_json = json.dumps(result.summary, sort_keys=True, default=_json_default)
@@ -362,10 +373,6 @@ def _write_claimed(result: Result, out: OutputConfig, claim: RunDirClaim) -> Pat
                 job.result()
         if out.write_plots or out.write_trace:
             _write_views(tmp, result, out, path.name)
-        if out.vidur_plots != "none":
-            from vidur_fast.outputs.vidur_layout import write_vidur_plots
-
-            write_vidur_plots(result.request_columns, tmp / "plots", out.vidur_plots)
         if path.exists() or path.is_symlink():
             if not out.overwrite:
                 raise ConfigError(f"output.dir: {path} already exists (pass --output.overwrite)")
