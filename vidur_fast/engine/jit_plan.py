@@ -36,6 +36,7 @@ from vidur_fast.errors import UserError
 
 PLAN_FILE = Path(__file__).with_name("jit_plan.json")
 MAX_WORKERS = 4
+MIN_CALLEES = 20  # a recorded loop calls 50-80 kernels; fewer means a broken recording
 
 
 class Callee(NamedTuple):
@@ -377,6 +378,13 @@ def record(schedulers=RECORDED_SCHEDULERS, path: Path = PLAN_FILE) -> None:
             variants[variant_name(tuple(v.pop("key")))] = v
             n = len(v["names"])
             print(f"{name}: {n} callees, loop {v['loop_cpu_s']} CPU-s", file=sys.stderr)
+            if n < MIN_CALLEES:
+                # once seen: a recording whose callees but one compiled outside the loop's
+                # compile event; such a plan would leave the callees to the loop's thread
+                sys.exit(
+                    f"recording {name}: only {n} callees seen inside the loop's compile; "
+                    "nothing written, run it again"
+                )
     data = {"numba": numba.__version__, "variants": variants}
     path.write_text(json.dumps(data, indent=1) + "\n")
 
