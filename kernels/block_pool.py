@@ -249,7 +249,8 @@ def free_list_blocks_nb(kv, r, s, n):
 
 @njit(cache=True, nogil=True, _nrt=False)
 def init_pool_nb(kv):
-    """Set up every replica's pool: all blocks free in id order, nothing cached, slots free.
+    """Set up every replica's pool: all blocks free in id order, nothing cached, slots free
+    (a counted replica: its counts only).
 
     The arrays come zeroed from allocation (np.zeros) and zero is the initial value of ref
     counts, hashes (NO_HASH), memo marks and map keys (HT_EMPTY; a value is read only under a
@@ -261,7 +262,9 @@ def init_pool_nb(kv):
     R = kv.blk.shape[0]
     U = kv.blk.shape[1]
     for r in range(R):
-        for b in range(U):
+        # a counted replica (kernels/block_counts.py) writes its block records only if it is
+        # laid out
+        for b in range(U if kv.counted[r] == 0 else 0):
             kv.blk[r, b, BLK_DUP] = NO_ID
             kv.blk[r, b, BLK_SLOT] = b
             kv.fring[r, b] = b  # ring slots past ftail are never read: left unwritten

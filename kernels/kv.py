@@ -3,9 +3,13 @@ without prefix caching, the paged pool (block_pool.py, hash_map.py, req_blocks.p
 
 The scheduler asks the same questions either way; only these kernels look at
 p.enable_prefix_caching. With both back-ends the decisions are the same when nothing is cached.
+With prefix caching, a replica of a run without hashes keeps its pool as counts until its
+first preemption (block_counts.py): the same decisions and counters at a few counter updates
+per allocation or free.
 """
 
 from numba import njit
+from vidur_fast.kernels.block_counts import counted_free_nb, counted_pop_nb, materialize_nb
 from vidur_fast.kernels.blocks import accrue_kv_area_nb, alloc_nb, release_nb
 from vidur_fast.kernels.dtypes import NO_ID
 from vidur_fast.kernels.req_blocks import (
@@ -37,9 +41,11 @@ def lookup_cached_nb(kv, reqs, p, r, i, n_tokens):
     """Cached prefix of request i (whose sequence is n_tokens long) on replica r.
 
     Mutates: the lookup memo (req_blocks.lookup_hit_nb).
-    Returns: (hit blocks, hit blocks that are free); (0, 0) without prefix caching.
+    Returns: (hit blocks, hit blocks that are free); (0, 0) without prefix caching or on a
+    counted replica.
     """
-    if p.enable_prefix_caching:
+    # a counted replica has no block anyone can hit (block_counts.py)
+    if p.enable_prefix_caching and kv.counted[r] == 0:
         return lookup_hit_nb(kv, reqs, p, r, i, n_tokens)
     return 0, 0
 
@@ -83,6 +89,20 @@ def _account_pool_nb(reps, kv, p, r):
         reps.kv_peak[r] = reps.alloc_blocks[r]
 
 
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _take_new_nb(kv, reqs, r, i, n):
+    """Append n free blocks to request i: counted, or popped from the paged pool's queue.
+
+    Mutates: kv, reqs.blocks.
+    Returns: nothing.
+    """
+    if kv.counted[r] != 0:
+        counted_pop_nb(kv, r, n)
+        reqs.blocks[i] += n
+    else:
+        allocate_new_nb(kv, reqs, r, i, n)
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def admit_blocks_nb(reps, kv, reqs, p, r, i, hit_blocks, need, n_tokens, seq, now_ns):
     """Blocks of waiting request i (sequence of seq tokens) as it is admitted: its hit_blocks
@@ -101,7 +121,7 @@ def admit_blocks_nb(reps, kv, reqs, p, r, i, hit_blocks, need, n_tokens, seq, no
         raise ValueError("block-list slots exhausted: more running requests than max_num_seqs")
     reps.alloc_reqs[r] += 1
     touch_hit_nb(kv, reqs, r, i, hit_blocks)
-    allocate_new_nb(kv, reqs, r, i, need)
+    _take_new_nb(kv, reqs, r, i, need)
     cache_full_blocks_nb(kv, reqs, p, r, i, n_tokens)
     kv.query_tokens[r] += seq
     kv.hit_tokens[r] += hit_blocks * p.block_size
@@ -120,7 +140,7 @@ def grow_blocks_nb(reps, kv, reqs, p, r, i, need, n_tokens, now_ns):
         alloc_nb(reps, reqs, r, i, need, now_ns)
         return
     accrue_kv_area_nb(reps, r, now_ns)
-    allocate_new_nb(kv, reqs, r, i, need)
+    _take_new_nb(kv, reqs, r, i, need)
     cache_full_blocks_nb(kv, reqs, p, r, i, n_tokens)
     _account_pool_nb(reps, kv, p, r)
 
@@ -137,6 +157,25 @@ def cache_computed_nb(kv, reqs, p, r, i, n_tokens):
         cache_full_blocks_nb(kv, reqs, p, r, i, n_tokens)
 
 
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _free_counted_nb(kv, reqs, r, i):
+    """Release request i's blocks and list slot on counted replica r: its cached blocks (the
+    full ones it computed, all private: nothing is shared without hashes) go to the tail of
+    the free queue, the rest to the head, as req_blocks.free_request_blocks_nb puts them.
+
+    Mutates: kv (nfree, free_cached, slot stack, req_slot, req_cached), reqs.blocks.
+    Returns: blocks released.
+    """
+    n = reqs.blocks[i]
+    counted_free_nb(kv, r, n, kv.req_cached[i])
+    kv.slot_stack[r, kv.slot_top[r]] = kv.req_slot[i]
+    kv.slot_top[r] += 1
+    kv.req_slot[i] = NO_ID
+    reqs.blocks[i] = 0
+    kv.req_cached[i] = 0
+    return n
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def free_request_nb(reps, kv, reqs, p, r, i, now_ns):
     """Free every block of request i on replica r (finished or preempted).
@@ -149,7 +188,10 @@ def free_request_nb(reps, kv, reqs, p, r, i, now_ns):
     if kv.req_slot[i] == NO_ID:
         return 0
     accrue_kv_area_nb(reps, r, now_ns)
-    n = free_request_blocks_nb(kv, reqs, r, i)
+    if kv.counted[r] != 0:
+        n = _free_counted_nb(kv, reqs, r, i)
+    else:
+        n = free_request_blocks_nb(kv, reqs, r, i)
     reps.alloc_blocks[r] = _pool_used_nb(kv, p, r)
     reps.alloc_reqs[r] -= 1
     return n
@@ -164,5 +206,8 @@ def free_preempted_nb(reps, kv, reqs, p, r, i, now_ns):
     Returns: blocks freed.
     """
     if p.enable_prefix_caching:
+        if kv.counted[r] != 0:
+            # its re-admission may hit its own blocks: from now on they need ids
+            materialize_nb(reps, kv, reqs, r, i)
         index_private_blocks_nb(kv, reqs, r, i)
     return free_request_nb(reps, kv, reqs, p, r, i, now_ns)

@@ -173,6 +173,9 @@ class KvPool(NamedTuple):
     evictions: np.ndarray  # int64[R], cached blocks reused for other tokens
     # the free-block queue as a ring of block ids (kernels/block_pool.py)
     fring: np.ndarray  # int32[R, C], C a power of two >= 2U; NO_ID = a hole
+    # replicas kept as counts while none of their blocks can be hit (kernels/block_counts.py)
+    counted: np.ndarray  # int64[R], 1 while replica r's pool is counted, not laid out
+    free_cached: np.ndarray  # int64[R], free blocks of a counted replica that are cached
 
 
 class RunState(NamedTuple):

@@ -125,6 +125,13 @@ def _ignoring_errors(fn: Callable[[], object]) -> None:
         pass
 
 
+# Without hashes in the workload (and without prefill/decode pools, whose transfers hand
+# blocks between replicas) each replica's prefix-cache pool starts as counts
+# (kernels/block_counts.py): the same results, without a visit to every block. Off: every
+# replica lays its blocks out from the start (tests compare the two).
+COUNT_UNHASHED_POOLS = True
+
+
 def _note(bar, msg: str) -> None:
     if bar is not None:
         bar.write(msg, file=sys.stderr)
@@ -228,6 +235,7 @@ def run_engine(
         lists,
         pool_blocks,
         _max_request_blocks(sp, prompt, decode),
+        counted=COUNT_UNHASHED_POOLS and pd_setup is None and int(reqs.hash_off[-1]) == 0,
     )
     if compiling_pool:
         took = time.perf_counter() - t_pool

@@ -212,11 +212,18 @@ def alloc_reps(n_replicas: int, pp: int, batch_cap: int, batch_slots: int = 0) -
 
 
 def alloc_kv(
-    n_replicas: int, n_requests: int, slots: int = 0, pool_blocks: int = 0, max_req_blocks: int = 0
+    n_replicas: int,
+    n_requests: int,
+    slots: int = 0,
+    pool_blocks: int = 0,
+    max_req_blocks: int = 0,
+    counted: bool = False,
 ) -> KvPool:
     """The paged block pool (prefix caching): pool_blocks blocks per replica and `slots` block
     lists of max_req_blocks entries each. pool_blocks = 0: no pool, every per-block, per-slot
-    and per-request array empty (only the per-replica counters are allocated)."""
+    and per-request array empty (only the per-replica counters are allocated). counted: every
+    replica starts as counts (kernels/block_counts.py; only for a run whose requests carry no
+    hashes), its blocks laid out at its first preemption."""
     R = n_replicas
     U = pool_blocks
     if U <= 0:
@@ -246,6 +253,8 @@ def alloc_kv(
         hit_tokens=np.zeros(R, i64),
         evictions=np.zeros(R, i64),
         fring=np.zeros((R, C), i32),
+        counted=np.full(R, 1 if counted and U > 0 else 0, i64),
+        free_cached=np.zeros(R, i64),
     )
     if U > 0:
         init_pool_nb(kv)

@@ -9,6 +9,7 @@ from vidur_fast.kernels.dtypes import NO_HASH, NO_ID
 from vidur_fast.kernels.hash_map import cached_block_nb
 from vidur_fast.kernels.timing import TimingParams
 
+import vidur_fast.engine.run as engine_run
 from tests.helpers.engine_harness import GC, G, linear_grids, params
 from vidur_fast.engine.run import run_engine
 from vidur_fast.engine.state import alloc_kv, alloc_reqs, free_queue_order
@@ -205,9 +206,12 @@ def test_random_shared_prefix_run_returns_every_block_and_slot():
     assert (out.reps.alloc_blocks == 0).all() and kv.hit_tokens.sum() > 0
 
 
-def test_private_hashes_behave_like_unique_workload_hashes_under_preemption():
+def test_private_hashes_behave_like_unique_workload_hashes_under_preemption(monkeypatch):
     """Blocks past the hash list enter the table only at preemption; a run without hashes must
-    match, step for step, one whose workload gives every block a unique hash (always indexed)."""
+    match, step for step, one whose workload gives every block a unique hash (always indexed).
+    The run without hashes lays its pools out from the start (else they are counts until a
+    preemption, kernels/block_counts.py, tests/property/test_counted_pool.py)."""
+    monkeypatch.setattr(engine_run, "COUNT_UNHASHED_POOLS", False)
     rng = np.random.default_rng(11)
     n = 120
     prompt = rng.integers(20, 400, n)
