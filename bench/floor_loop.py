@@ -17,14 +17,21 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True, nogil=True)
-def _replica(arrival_ns, prompt, decode, first, stride, budget, max_seqs, base_ns, tok_ns, done):
+# Without Numba's runtime (no allocation in the kernels, as the simulator's own): it runs
+# under the simulator's start-up (jit_start.start_numba_target), whose cache loads do not set
+# the runtime up, and a cached kernel that needs it crashes there.
+@njit(cache=True, nogil=True, _nrt=False)
+def _replica(
+    arrival_ns, prompt, decode, first, stride, budget, max_seqs, base_ns, tok_ns, done, slots
+):
     """Run one replica's requests (first, first + stride, ...) to completion; write each
-    request's finish time into done; return (steps, request-iterations)."""
+    request's finish time into done; return (steps, request-iterations). slots: int64[3,
+    max_seqs] scratch (request, prompt tokens still to prefill, output tokens still to
+    generate)."""
     n_all = arrival_ns.shape[0]
-    slot_req = np.empty(max_seqs, dtype=np.int64)
-    slot_pre = np.empty(max_seqs, dtype=np.int64)  # prompt tokens still to prefill
-    slot_dec = np.empty(max_seqs, dtype=np.int64)  # output tokens still to generate
+    slot_req = slots[0]
+    slot_pre = slots[1]
+    slot_dec = slots[2]
     nxt = first
     nrun = 0
     now = 0
@@ -66,14 +73,16 @@ def _replica(arrival_ns, prompt, decode, first, stride, budget, max_seqs, base_n
     return steps, iters
 
 
-@njit(cache=True, nogil=True)
-def floor_loop(arrival_ns, prompt, decode, replicas, budget, max_seqs, base_ns, tok_ns, done):
+@njit(cache=True, nogil=True, _nrt=False)
+def floor_loop(
+    arrival_ns, prompt, decode, replicas, budget, max_seqs, base_ns, tok_ns, done, slots
+):
     """Every replica in turn; (steps, request-iterations) summed over replicas."""
     steps = 0
     iters = 0
     for r in range(replicas):
         a, b = _replica(
-            arrival_ns, prompt, decode, r, replicas, budget, max_seqs, base_ns, tok_ns, done
+            arrival_ns, prompt, decode, r, replicas, budget, max_seqs, base_ns, tok_ns, done, slots
         )
         steps += a
         iters += b
@@ -97,13 +106,14 @@ def run_floor(arrival_s, prompt, decode, replicas: int, budget: int, max_seqs: i
     prompt = np.ascontiguousarray(prompt, dtype=np.int64)
     decode = np.ascontiguousarray(decode, dtype=np.int64)
     done = np.zeros(arrival_ns.shape[0], dtype=np.int64)
+    slots = np.zeros((3, max_seqs), dtype=np.int64)
     t = time.perf_counter()
     start_numba_target()  # as the simulator does before its first kernel
-    floor_loop(arrival_ns[:2], prompt[:2], decode[:2], 1, budget, max_seqs, 1, 1, done[:2])
+    floor_loop(arrival_ns[:2], prompt[:2], decode[:2], 1, budget, max_seqs, 1, 1, done[:2], slots)
     jit_s = time.perf_counter() - t
     t, c = time.perf_counter(), time.thread_time()
     steps, iters = floor_loop(
-        arrival_ns, prompt, decode, replicas, budget, max_seqs, BASE_NS, TOKEN_NS, done
+        arrival_ns, prompt, decode, replicas, budget, max_seqs, BASE_NS, TOKEN_NS, done, slots
     )
     loop_s, loop_cpu_s = time.perf_counter() - t, time.thread_time() - c
     return {
