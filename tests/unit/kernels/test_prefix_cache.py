@@ -210,7 +210,7 @@ def test_private_hashes_behave_like_unique_workload_hashes_under_preemption(monk
     """Blocks past the hash list enter the table only at preemption; a run without hashes must
     match, step for step, one whose workload gives every block a unique hash (always indexed).
     The run without hashes lays its pools out from the start (else they are counts until a
-    preemption, kernels/block_counts.py, tests/property/test_counted_pool.py)."""
+    preemption, kernels/block_counts.py; tests/property/test_reference_diff.py)."""
     monkeypatch.setattr(engine_run, "COUNT_UNHASHED_POOLS", False)
     rng = np.random.default_rng(11)
     n = 120
