@@ -368,6 +368,9 @@ def record(schedulers=RECORDED_SCHEDULERS, path: Path = PLAN_FILE) -> None:
             # every callee compiled: without the shipped kernel bundle (kernel_bundle.py)
             env = {**os.environ, "NUMBA_CACHE_DIR": str(Path(tmp) / name)}
             env["VIDUR_FAST_KERNEL_BUNDLE"] = "0"
+            # and no compile processes: with a plan file that fits the loop already, they
+            # would compile the callees first and the loop's compile would only load them
+            env["VIDUR_FAST_COMPILE_WORKERS"] = "0"
             cmd = [sys.executable, "-c", _RECORD, name]
             procs.append((name, subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True)))
         for name, proc in procs:
@@ -379,8 +382,8 @@ def record(schedulers=RECORDED_SCHEDULERS, path: Path = PLAN_FILE) -> None:
             n = len(v["names"])
             print(f"{name}: {n} callees, loop {v['loop_cpu_s']} CPU-s", file=sys.stderr)
             if n < MIN_CALLEES:
-                # once seen: a recording whose callees but one compiled outside the loop's
-                # compile event; such a plan would leave the callees to the loop's thread
+                # a recording whose callees compiled outside the loop's compile event;
+                # such a plan would leave the callees to the loop's thread
                 sys.exit(
                     f"recording {name}: only {n} callees seen inside the loop's compile; "
                     "nothing written, run it again"
