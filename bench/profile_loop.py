@@ -34,15 +34,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 def _line_tables_only() -> None:
     """Numba's full debug info keeps every variable in memory and disables inlining (the loop
-    runs ~8x slower); line directives alone leave the optimised code as it is."""
+    runs ~8x slower); line directives alone leave the optimised code as it is. Debug info
+    also turns on bounds checks and extended variable lifetimes unless a kernel sets them:
+    off here (with them the loop ran 20x slower and the profile was of the checks)."""
     from numba.core import cpu
 
     finalize = cpu.CPUTargetOptions.finalize
 
     def patched(self, flags, options):
+        checks = flags.is_set("boundscheck")
         finalize(self, flags, options)
         if flags.debuginfo:
             flags.dbg_directives_only = True
+            flags.dbg_extend_lifetimes = False
+            if not checks:
+                flags.boundscheck = False
 
     cpu.CPUTargetOptions.finalize = patched
 
@@ -179,6 +185,11 @@ def main() -> None:
     out = args.cache / args.scenario
     out.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, NUMBA_DEBUGINFO="1", NUMBA_CACHE_DIR=str(args.cache / "numba"))
+    # every kernel compiled in this process, under the line-tables patch: the engine's compile
+    # processes (engine/jit_plan.py) would compile the callees with full debug info (bounds
+    # checks, no inlining; the loop ran 20-30x slower) and without the shipped bundle's code
+    env["VIDUR_FAST_COMPILE_WORKERS"] = "0"
+    env["VIDUR_FAST_KERNEL_BUNDLE"] = "0"
     child = [sys.executable, __file__, args.scenario, "--shared", str(args.shared)]
     child += ["--worker", str(out)]
     # Numba revalidates a cached function against its own file only, not the kernels it
