@@ -34,8 +34,10 @@ def describe(x: np.ndarray) -> dict:
     if x.size == 0:
         return {"count": 0}
     out = {"count": int(x.size), "mean": float(x.mean())}
-    for q in QUANTILES:
-        out[f"p{round(q * 100)}"] = float(np.quantile(x, q))
+    # one partition for all of them (a call per quantile partitioned 1M values four times);
+    # each is the same interpolation between the same two order statistics, so the same bits
+    for q, v in zip(QUANTILES, np.quantile(x, QUANTILES), strict=True):
+        out[f"p{round(q * 100)}"] = float(v)
     out["max"] = float(x.max())
     return out
 
