@@ -8,14 +8,26 @@ req_blocks.py; kv.py picks between the two for the vLLM v1 scheduler.
 from numba import njit
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def ceil_div_nb(a, b):
-    """ceil(a / b) for non-negative ints.
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def full_blocks_nb(p, n_tokens):
+    """Whole blocks in n_tokens (floor(n_tokens / block size); by a shift for a power of two).
 
     Mutates: nothing.
     Returns: int.
     """
-    return (a + b - 1) // b
+    if p.block_shift >= 0:
+        return n_tokens >> p.block_shift
+    return n_tokens // p.block_size
+
+
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def blocks_for_nb(p, n_tokens):
+    """Blocks that hold n_tokens (ceil(n_tokens / block size)), n_tokens >= 0.
+
+    Mutates: nothing.
+    Returns: int.
+    """
+    return full_blocks_nb(p, n_tokens + p.block_size - 1)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -75,7 +87,7 @@ def can_allocate_request_nb(reps, reqs, p, r, i):
     """
     free = p.usable_blocks - reps.alloc_blocks[r]
     if reqs.blocks[i] == 0:
-        need = ceil_div_nb(reqs.prompt[i], p.block_size)
+        need = blocks_for_nb(p, reqs.prompt[i])
         if reps.alloc_blocks[r] == 0:
             # NOTE(fix): a restart can grow a prompt into the watermark; an empty replica still
             # admits it, else it would wait forever (Vidur hangs here)
@@ -93,7 +105,7 @@ def allocate_request_nb(reps, reqs, p, r, i, now_ns):
     Returns: nothing.
     """
     if reqs.blocks[i] == 0:
-        alloc_nb(reps, reqs, r, i, ceil_div_nb(reqs.prompt[i], p.block_size), now_ns)
+        alloc_nb(reps, reqs, r, i, blocks_for_nb(p, reqs.prompt[i]), now_ns)
         return
     reserved = reqs.blocks[i] * p.block_size
     if reqs.processed[i] > reserved:

@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 import numpy as np
 from numba import njit
-from vidur_fast.kernels.blocks import accrue_kv_area_nb, ceil_div_nb, release_nb
+from vidur_fast.kernels.blocks import accrue_kv_area_nb, blocks_for_nb, release_nb
 from vidur_fast.kernels.codes import ReqStatus
 from vidur_fast.kernels.dtypes import NEVER, NO_ID
 from vidur_fast.kernels.kv import (
@@ -480,7 +480,7 @@ def _fits_nb(reps, kv, reqs, pd, pools, p, i):
     Returns: bool.
     """
     d = pd.dst[i]
-    blocks = ceil_div_nb(reqs.prompt[i], p.block_size)
+    blocks = blocks_for_nb(p, reqs.prompt[i])
     if not p.enable_prefix_caching:
         pd.need[i] = blocks
         return blocks <= pools.usable_blocks[pools.rep_pool[d]] - reps.alloc_blocks[d]

@@ -110,6 +110,7 @@ def pool_sched_nb(p, pools, r):
         p.async_scheduling,
         p.router_tolerance_factor,
         p.router_top_k,
+        p.block_shift,
     )
 
 

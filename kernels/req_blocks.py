@@ -28,6 +28,7 @@ from vidur_fast.kernels.block_pool import (
     get_new_blocks_nb,
     touch_nb,
 )
+from vidur_fast.kernels.blocks import full_blocks_nb
 from vidur_fast.kernels.codes import BLK_DUP, BLK_REF, BLK_UNINDEXED, HT_KEY
 from vidur_fast.kernels.dtypes import NO_HASH, NO_ID
 from vidur_fast.kernels.hash_map import cached_block_nb, insert_block_nb
@@ -88,7 +89,7 @@ def lookup_hit_nb(kv, reqs, p, r, i, n_tokens):
     """
     if kv.memo_req[r] == i:
         return kv.memo_hit[r], kv.memo_evictable[r]
-    max_blocks = (n_tokens - 1) // p.block_size
+    max_blocks = full_blocks_nb(p, n_tokens - 1)
     stamp = kv.memo_stamp[r] + 1
     hit = np.int64(0)  # not a literal 0: block_hash_nb is compiled once
     evictable = 0
@@ -116,7 +117,7 @@ def longest_cached_prefix_nb(kv, reqs, p, r, i):
     Returns: number of blocks.
     """
     n = reqs.hash_off[i + 1] - reqs.hash_off[i]
-    full = reqs.prompt[i] // p.block_size
+    full = full_blocks_nb(p, reqs.prompt[i])
     if n > full:
         n = full
     k = 0
@@ -192,7 +193,7 @@ def cache_full_blocks_nb(kv, reqs, p, r, i, n_tokens):
     Mutates: kv.hash, kv.blk (dup links), kv.ht, kv.req_cached.
     Returns: nothing.
     """
-    full = n_tokens // p.block_size
+    full = full_blocks_nb(p, n_tokens)
     lo = reqs.hash_off[i]
     shared = reqs.hash_off[i + 1] - lo
     top = full if full < shared else shared

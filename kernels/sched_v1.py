@@ -27,7 +27,7 @@ sched.apply_output_nb).
 
 import numpy as np
 from numba import njit
-from vidur_fast.kernels.blocks import ceil_div_nb
+from vidur_fast.kernels.blocks import blocks_for_nb
 from vidur_fast.kernels.codes import ReqStatus
 from vidur_fast.kernels.dtypes import NO_ID
 from vidur_fast.kernels.kv import (
@@ -181,7 +181,7 @@ def schedule_vllm_v1_nb(reps, kv, reqs, p, r, s, now_ns):
         if n <= 0:
             k += 1
             continue
-        need = ceil_div_nb(comp + n, p.block_size) - reqs.hot[i, H_BLOCKS]
+        need = blocks_for_nb(p, comp + n) - reqs.hot[i, H_BLOCKS]
         scheduled = True
         # NOTE(vllm): on allocation failure preempt the last running request (the most recently
         # admitted) and retry; if that is the request itself, the running pass ends.
@@ -232,9 +232,9 @@ def schedule_vllm_v1_nb(reps, kv, reqs, p, r, s, now_ns):
         if p.reserve_full_sequence:
             # NOTE(vllm): scheduler_reserve_full_isl gate: the whole current sequence must fit
             # now, although only the scheduled chunk is allocated.
-            if ceil_div_nb(seq, p.block_size) - hit_blocks + evictable > free:
+            if blocks_for_nb(p, seq) - hit_blocks + evictable > free:
                 break
-        need = ceil_div_nb(hit + n, p.block_size) - hit_blocks
+        need = blocks_for_nb(p, hit + n) - hit_blocks
         if need + evictable > free:
             break
         _admit_nb(reps, kv, reqs, p, r, prev, i, hit_blocks, need, n, now_ns)

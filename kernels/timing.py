@@ -78,6 +78,17 @@ def ceil_to_nb(x, m):
     return (x + m - 1) // m * m
 
 
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _ceil_index_nb(x, m):
+    """ceil(x / m): the grid index of x on a grid of step m (ceil_to_nb(x, m) // m, with one
+    division instead of two: a 64-bit division costs 40-90 cycles, several per batch).
+
+    Mutates: nothing.
+    Returns: int.
+    """
+    return (x + m - 1) // m
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def host_time_ms_nb(tp_, n_seqs):
     """Host part of a stage time (fixed plus per-request overhead) for a batch of n_seqs.
@@ -114,9 +125,9 @@ def stage_time_ms_nb(
         ar = grids.allreduce_ms[_clamp_nb(c, CLAMP_TOKENS, t_rounded, grids.allreduce_ms.shape[0])]
         layer += 2.0 * ar
     if n_dec > 0:
-        kv_avg = ceil_to_nb(dec_kv_sum // n_dec, tp_.g)
+        kv_index = _ceil_index_nb(dec_kv_sum // n_dec, tp_.g)
         b = _clamp_nb(c, CLAMP_DECODE_BATCH, n_dec, grids.decode_ms.shape[0])
-        j = _clamp_nb(c, CLAMP_DECODE_KV, kv_avg // tp_.g, grids.decode_ms.shape[1])
+        j = _clamp_nb(c, CLAMP_DECODE_KV, kv_index, grids.decode_ms.shape[1])
         t = grids.decode_ms[b, j]
         if n_dec > 1:
             t *= 1.0 + tp_.decode_overhead
@@ -125,10 +136,10 @@ def stage_time_ms_nb(
         # builtin round (half to even, like np.round): np.round's code lives in Numba's
         # numba.np.arraymath, which a cached loop would then import when it loads
         chunk_eq = np.int64(round(np.sqrt(np.float64(pre_chunk_sq_sum))))
-        ci = ceil_to_nb(chunk_eq, tp_.gc) // tp_.gc
+        ci = _ceil_index_nb(chunk_eq, tp_.gc)
         ci = _clamp_nb(c, CLAMP_PREFILL_CHUNK, ci, grids.prefill_ms.shape[1])
         j = _clamp_nb(
-            c, CLAMP_PREFILL_KV, ceil_to_nb(pre_kv, tp_.g) // tp_.g, grids.prefill_ms.shape[0]
+            c, CLAMP_PREFILL_KV, _ceil_index_nb(pre_kv, tp_.g), grids.prefill_ms.shape[0]
         )
         t = grids.prefill_ms[j, ci]
         if n_pre > 1:

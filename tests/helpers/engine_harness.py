@@ -2,7 +2,7 @@
 
 import numpy as np
 from vidur_fast.kernels.codes import N_COUNTERS, RouterPolicy, SchedPolicy
-from vidur_fast.kernels.state import SchedParams
+from vidur_fast.kernels.state import SchedParams, block_shift_of
 from vidur_fast.kernels.timing import TimingGrids, TimingParams
 
 from vidur_fast.engine.run import run_engine
@@ -59,6 +59,7 @@ def params(
         num_replicas=n_replicas,
         pp=pp,
         block_size=block_size,
+        block_shift=block_shift_of(block_size),
         usable_blocks=num_blocks,
         watermark_blocks=watermark,
         batch_size_cap=batch_cap,
@@ -127,4 +128,6 @@ def sched_params(**kw) -> SchedParams:
         async_scheduling=0,
     )
     defaults.update(kw)
+    if "block_size" in defaults and "block_shift" not in defaults:
+        defaults["block_shift"] = block_shift_of(defaults["block_size"])
     return SchedParams(**defaults)

@@ -29,7 +29,7 @@ from vidur_fast.kernels.pd import no_pd
 from vidur_fast.kernels.pools import one_pool
 from vidur_fast.kernels.queues import wq_push_back_nb
 from vidur_fast.kernels.sched_v1 import schedule_vllm_v1_nb
-from vidur_fast.kernels.state import SchedParams
+from vidur_fast.kernels.state import SchedParams, block_shift_of
 
 from vidur_fast.engine.state import alloc_hist, alloc_kv, alloc_reps, alloc_reqs
 from vidur_fast.workload.closed_loop import closed_loop_state
@@ -131,6 +131,7 @@ def replay_case(case_dir: Path) -> ReplayResult:
         num_replicas=1,
         pp=1,
         block_size=bs,
+        block_shift=block_shift_of(bs),
         usable_blocks=usable,
         watermark_blocks=0,
         batch_size_cap=0,

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from vidur_fast.kernels.codes import ReqStatus, RouterPolicy, RunStatus, SchedPolicy
 from vidur_fast.kernels.dtypes import NEVER
-from vidur_fast.kernels.state import SchedParams
+from vidur_fast.kernels.state import SchedParams, block_shift_of
 from vidur_fast.kernels.timing import TimingParams
 
 from tests.helpers.engine_harness import GC, PLAIN_ROUTERS, G, linear_grids
@@ -84,6 +84,7 @@ def clusters(draw, policy: int):
         num_replicas=draw(st.integers(1, 3)),
         pp=pp,
         block_size=block,
+        block_shift=block_shift_of(block),
         usable_blocks=blocks,
         watermark_blocks=int(wm_frac * blocks)
         if policy in (SchedPolicy.SARATHI, SchedPolicy.VLLM)

@@ -1,6 +1,6 @@
 """A validated config -> kernel parameters (SchedParams, KV capacity, up-front rejections)."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -31,7 +31,7 @@ from vidur_fast.config.sim import (
 )
 from vidur_fast.errors import ConfigError
 from vidur_fast.kernels.codes import RouterPolicy, SchedPolicy
-from vidur_fast.kernels.state import SchedParams
+from vidur_fast.kernels.state import SchedParams, block_shift_of
 from vidur_fast.params.memory import (
     MemoryPlan,
     plan_request_slots,
@@ -154,6 +154,12 @@ def router_knobs(router, path: str) -> tuple:
 
 def build_setup(cfg: SimConfig, model: ModelSpec, device: DeviceSpec) -> EngineSetup:
     """Kernel parameters of a validated config (config.validate.validate_config)."""
+    setup = _policy_setup(cfg, model, device)
+    shift = block_shift_of(setup.params.block_size)
+    return replace(setup, params=setup.params._replace(block_shift=shift))
+
+
+def _policy_setup(cfg: SimConfig, model: ModelSpec, device: DeviceSpec) -> EngineSetup:
     c = cfg.cluster
     s = cfg.scheduler
     common = dict(router=int(router_code(cfg)), num_replicas=c.num_replicas, pp=c.pp)
