@@ -118,14 +118,14 @@ CASES = {
 }
 
 GOLDEN = {
-    "v1_prefix_aware": "bfa93adf98d0338c20d123da280c0846ac141517fb92789b02f6f3b284d2d5b4",
-    "v1_async_sticky": "bf83f51bae7fe2fa7895ba27eba86ea20119ce5c5c87e813c039c9e3db46f9a5",
-    "v1_preempting": "59f64c547fde7f172629261f4b96366781020c40209b874fdf48b4c317983612",
-    "sarathi_pp2": "d6304e96a16f8e9b52c78392ad5ab188467f261821362daa8440be39a19c6326",
-    "vllm_v0_random": "5db7de09262ad53020b59dd9396d8e5265a6f567b938142bb2d8d6858dcbc3df",
-    "orca": "ca8a293ca18acc7c071255abef304ea2067c9c9ee3e0f928ce66f7943c912dfe",
-    "faster_transformer": "6a01e444380f42f5bb4c47a5888052623897ab3f14ddb6e3535127c2afc5eaf5",
-    "lightllm_least_waiting": "ee5fc839bdda756738275d9b8ace2c36cde1d29fd7d80e0a03af5454d7f5e91e",
+    "v1_prefix_aware": "5da65c0c91e37e0ac83f4960297e2cb9835b0659f47f0b6e91b2279376bcd551",
+    "v1_async_sticky": "5b76b17983cf2d6ea31bbe1f38ea045f1e43457a7963d9d9a83109404f710c14",
+    "v1_preempting": "bcf2855b16a6eba610b9fca930f1ebe9c9f1d91c058463897b024a0ec0cb4534",
+    "sarathi_pp2": "ebbe993b0275a302f2525a457784a1919851bd63f0cb093fb179e29f33f1c28d",
+    "vllm_v0_random": "13138f6ed0f5c37e662fd9674fd61f08b413913d45fba6408a05ac012b5b222d",
+    "orca": "25a8e8797f92c50741cc88077285c939eefd8f09dfa2675dd646fbb46c347f61",
+    "faster_transformer": "7ac8e594125a3b0f1987364ffaa6ed443a13a8a2e3dea4ea50eff824f1787fb1",
+    "lightllm_least_waiting": "cfef960a7a2d05ba8798ffa0d515d3ee3e3ccecb2b7c9562742adbe6c187feb9",
 }
 
 

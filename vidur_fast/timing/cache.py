@@ -29,7 +29,8 @@ from vidur_fast.timing.samples import OperatorSamples
 if TYPE_CHECKING:
     import pandas as pd
 
-GRID_FORMAT_VERSION = 1
+# 2: work baselines solved without BLAS (timing/nnls.py); grids of 1 hold other values
+GRID_FORMAT_VERSION = 2
 # Settings that change grid values; overheads applied at run time (TimingParams) are not here.
 VALUE_FIELDS = (
     "regressor",

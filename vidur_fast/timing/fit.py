@@ -22,6 +22,7 @@ import numpy as np
 
 from vidur_fast.config.predictor import PredictorConfig
 from vidur_fast.errors import ProfileError
+from vidur_fast.timing.nnls import nnls_weighted
 from vidur_fast.timing.samples import EXTRA_TOKEN_OPS, TOKEN_OPS, OperatorSamples
 
 KV_SAVE = "attn_kv_cache_save"
@@ -213,16 +214,14 @@ def _stairs(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _base_coef(kind: str, X: np.ndarray, y: np.ndarray) -> np.ndarray:
     """[a, b_1, ...] >= 0 of time ~ a + sum(b_i * phi_i), least squares in relative error."""
-    from sklearn.linear_model import LinearRegression
-
     kv = X[:, 1] if X.shape[1] > 1 else None
     design = np.column_stack([np.ones(len(y)), *work_features(kind, X[:, 0], kv)])
     pos = y > 0
     coef = np.zeros(design.shape[1])
     if pos.sum() >= 2:
         weight = 1.0 / y[pos] ** 2  # relative error: tiny and huge shapes weigh alike
-        lr = LinearRegression(positive=True, fit_intercept=False)
-        coef = lr.fit(design[pos], y[pos], sample_weight=weight).coef_.astype(np.float64)
+        # the same bits on every CPU (nnls.py): a BLAS solve made grids machine-dependent
+        coef = nnls_weighted(design[pos], y[pos], weight)
     # Keep the baseline away from 0 so time / baseline stays finite at tiny shapes.
     coef[0] = max(coef[0], 0.5 * float(y[pos].min()) if pos.any() else 1.0)
     return coef
