@@ -42,7 +42,14 @@ from vidur_fast.kernels.router import (
     route_groups,
     with_sessions,
 )
-from vidur_fast.kernels.state import KvPool, Reps, Reqs, SchedParams, max_running
+from vidur_fast.kernels.state import (
+    KvPool,
+    Reps,
+    Reqs,
+    SchedParams,
+    block_shift_of,
+    max_running,
+)
 from vidur_fast.kernels.timing import TimingGrids, TimingParams
 from vidur_fast.workload.closed_loop import ClosedLoopPlan, closed_loop_state
 
@@ -191,6 +198,8 @@ def run_engine(
     as the imports of the caller's output writers; its errors are ignored (the caller meets
     them again when it does that work itself). The loop's result waits for it.
     """
+    if sp.block_shift not in (-1, block_shift_of(sp.block_size)):  # derived: never silently off
+        raise ValueError(f"SchedParams.block_shift {sp.block_shift} for block_size {sp.block_size}")
     arrival_s = np.asarray(arrival_s, dtype=np.float64)
     known = np.isfinite(arrival_s)
     arrival_ns = np.full(arrival_s.shape[0], NEVER, dtype=np.int64)

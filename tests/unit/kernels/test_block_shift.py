@@ -9,6 +9,7 @@ from vidur_fast.kernels.codes import SchedPolicy
 from vidur_fast.kernels.state import block_shift_of
 
 from tests.helpers.engine_harness import params
+from vidur_fast.engine.run import run_engine
 
 
 @njit(cache=False)
@@ -36,3 +37,9 @@ def test_tokens_to_blocks_floor_and_ceiling(block_size):
         full, ceil = _both(p, tokens)
         np.testing.assert_array_equal(full, tokens // block_size)
         np.testing.assert_array_equal(ceil[1:], -(-tokens[1:] // block_size))
+
+
+def test_engine_refuses_a_block_shift_that_does_not_match():
+    p = params(SchedPolicy.VLLM_V1, block_size=16)._replace(block_shift=3)
+    with pytest.raises(ValueError, match="block_shift 3 for block_size 16"):
+        run_engine(*([None] * 8), p, None)
