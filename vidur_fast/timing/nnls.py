@@ -4,8 +4,8 @@ The work baselines (fit.py) are least-squares fits of a few columns of very diff
 (a prefill's 1, chunk, kv and chunk x kv span nine orders of magnitude). Solved by BLAS, their
 last bits depend on which kernels the BLAS library picks for the CPU, and the ill-conditioned
 prefill design turns those bits into relative differences of 1e-4 in the coefficients; the
-forests fit on time / baseline then split differently, and a grid built on one machine
-differed from another's in every prefill cell (up to 7e-4). Here nothing goes through BLAS:
+forests fit on time / baseline then split differently (another OpenBLAS kernel set changed
+nearly every prefill cell of the default grid, up to 7e-4). Here nothing goes through BLAS:
 columns are scaled by powers of two (exact), every sum is math.fsum (exactly rounded, so
 independent of order), products are elementwise, and the tiny systems are solved in Python
 floats. The few columns make exhaustive active sets affordable: the optimum is the best of
