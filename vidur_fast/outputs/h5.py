@@ -7,8 +7,9 @@ Layout (format_version 3; docs/outputs.md lists every column):
     /requests/<column>     one row per request (arrival order)
     /batches/<column>      one row per batch (formation order)
     /replicas/<column>     one row per replica
-    /timeseries/replica_<r>/<column>   batch-log samples of replica r (attr layout "columns"),
-                                       or only batch_row, its rows of /batches ("batch_row")
+    /timeseries/replica_<r>/<column>   batch-log samples of replica r (attr layout "columns");
+                                       big runs: no groups, the samples are the rows of
+                                       /batches of replica r (layout "batches_by_replica")
     /tbt_histogram/{count, upper_edge_s}
 
 Every dataset has attrs `unit` and `description`. Booleans are stored as uint8.
@@ -35,6 +36,7 @@ from vidur_fast.engine.batch_store import BATCH_LOG_NAMES
 from vidur_fast.engine.chunk_codec import CHUNK_ROWS, GZIP_LEVEL, encode_chunk, shuffled
 from vidur_fast.metrics.table import Columns
 from vidur_fast.outputs.schema import (
+    BY_REPLICA,
     FORMAT_VERSION,
     TIMESERIES_DROPPED,
     TIMESERIES_FULL_MAX_ROWS,
@@ -144,7 +146,7 @@ def write_metrics_h5(
     """Write result (requests, batches, replicas, tbt_histogram, timing_meta) to path.
 
     The per-replica time series are copies of the batch columns up to timeseries_full_max_rows
-    batches (default TIMESERIES_FULL_MAX_ROWS), row indices into /batches above.
+    batches (default TIMESERIES_FULL_MAX_ROWS); above, /batches itself (layout BY_REPLICA).
     """
     if timeseries_full_max_rows is None:
         timeseries_full_max_rows = TIMESERIES_FULL_MAX_ROWS
@@ -172,6 +174,7 @@ def write_metrics_h5(
             _write_frame(g, "batches", result.batches, pool)
             columns = result.batches.__getitem__
             names = list(result.batches.columns)
+            batch_rows = len(result.batches)
         else:  # streamed: one batch column in memory at a time
             if hasattr(batch_log, "encoded_columns"):  # chunks compressed during the run
                 for name, rows, chunks, rest in batch_log.encoded_columns():
@@ -180,6 +183,7 @@ def write_metrics_h5(
                 _write_columns(g, "batches", batch_log.columns(), pool)
             columns = batch_log.column
             names = batch_log.column_names()
+            batch_rows = len(batch_log)
             replicas = _table(result, "replicas")
             # a BatchStore reads the ids as int16 (below 2^15)
             if hasattr(batch_log, "column_ns") and len(np.asarray(replicas["replica"])) <= 1 << 15:
@@ -189,6 +193,7 @@ def write_metrics_h5(
             columns,
             names,
             _table(result, "replicas"),
+            batch_rows,
             timeseries_full_max_rows,
             pool,
         )
@@ -198,20 +203,18 @@ def write_metrics_h5(
 
 
 def _write_replica_timeseries(
-    ts: h5py.Group, column, names: list[str], replicas, full_max_rows: int, pool
+    ts: h5py.Group, column, names: list[str], replicas, batch_rows: int, full_max_rows: int, pool
 ) -> None:
     """The per-replica time series (same columns as timeseries.replica_timeseries), written
-    column by column so that a long run never holds them all in memory; above full_max_rows
-    batches, only each replica's rows of /batches (`batch_row`)."""
+    column by column so that a long run never holds them all in memory. Above full_max_rows
+    batches nothing is copied (layout BY_REPLICA): replica r's samples are the rows of /batches
+    whose `replica` is r, which a reader selects itself."""
+    if batch_rows > full_max_rows:
+        ts.attrs["layout"] = BY_REPLICA
+        return
     rep_ids = np.asarray(replicas["replica"])
     rep_col = _narrow_ids(np.asarray(column("replica")))
     groups = [ts.create_group(f"replica_{int(r)}", track_order=True) for r in rep_ids]
-    if rep_col.shape[0] > full_max_rows:
-        ts.attrs["layout"] = "batch_row"
-        rows = _replica_rows(rep_col, rep_ids, SORT_ROWS)
-        for grp, idx in zip(groups, rows, strict=True):
-            _write_columns(grp, "timeseries", [("batch_row", idx)], pool)
-        return
     order = order_by_replica(rep_col)
     bounds = _rows_below(rep_col, rep_ids)  # where each replica's rows start in order
     ends = np.append(bounds[1:], order.shape[0])
@@ -251,12 +254,6 @@ def _write_replica_timeseries(
         emit("prefix_cache_hit_rate", lambda idx, r: running_hit_rate(hits_all[idx], pre_all[idx]))
 
 
-# rows sorted at a time when the batch_row time series are written (1M runs have tens of
-# millions of batches: one argsort of them all held an int64 index per batch, and as much again
-# inside the sort)
-SORT_ROWS = 1 << 22
-
-
 def _narrow_replica_column(batch_log):
     """batch_log.column, but the replica column read as int16 (ids below 2^15): no int64 copy
     of a column of tens of millions of batches."""
@@ -274,32 +271,6 @@ def _narrow_ids(rep_col: np.ndarray) -> np.ndarray:
     if rep_col.size and rep_col.min() >= -(1 << 15) and rep_col.max() < (1 << 15):
         return rep_col.astype(np.int16)
     return rep_col
-
-
-def _replica_rows(rep_col: np.ndarray, rep_ids: np.ndarray, max_rows: int):
-    """For each replica id of rep_ids (ascending), its rows of rep_col in formation order, as
-    order_by_replica gives them; consecutive replicas are sorted together up to about
-    max_rows rows at a time, so that memory stays bounded by max_rows, not by the run."""
-    below, own = _rows_below(rep_col, rep_ids, with_own=True)
-    counts = np.diff(np.append(below, rep_col.shape[0]))
-    k = 0
-    while k < rep_ids.shape[0]:
-        j = k + 1
-        total = counts[k]
-        while j < rep_ids.shape[0] and total + counts[j] <= max_rows:
-            total += counts[j]
-            j += 1
-        # a replica's rows start after the rows of smaller ids sorted with it (counted
-        # already, not searched)
-        if k == 0 and j == rep_ids.shape[0]:  # one sort of the whole column: no selection
-            order, starts = np.argsort(rep_col, kind="stable"), below
-        else:
-            sel = np.flatnonzero((rep_col >= rep_ids[k]) & (rep_col <= rep_ids[j - 1]))
-            order = sel[np.argsort(rep_col[sel], kind="stable")]
-            starts = below[k:j] - below[k]
-        for a, n in zip(starts, own[k:j], strict=True):
-            yield order[a : a + n]
-        k = j
 
 
 def _rows_below(rep_col: np.ndarray, rep_ids: np.ndarray, with_own: bool = False):
@@ -343,7 +314,10 @@ def read_metrics_h5(path: Path) -> dict:
             out["batches"] = out["batches"].rename(columns=BATCH_LOG_NAMES)
         out["timeseries"] = {}
         ts = f["timeseries"] if "timeseries" in f else {}
-        if ts and _attr(ts.attrs.get("layout", "columns")) == "batch_row":
+        layout = _attr(ts.attrs.get("layout", "columns")) if "timeseries" in f else "columns"
+        if layout == BY_REPLICA:
+            out["timeseries"] = replica_timeseries(out["batches"], out["replicas"])
+        elif layout == "batch_row":  # format_version 2-3: each replica's rows of /batches
             rows = {_replica_of(key): g["batch_row"][()] for key, g in ts.items()}
             out["timeseries"] = replica_timeseries(out["batches"], out["replicas"], rows)
         else:

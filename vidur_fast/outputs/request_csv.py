@@ -8,6 +8,9 @@ pandas wrote them.
 
 import csv
 import io
+import os
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +18,11 @@ import numpy as np
 # the request table's names -> Vidur's (canary names the arrival time request_arrived_at)
 VIDUR_REQUEST_COLUMNS = {"request_id": "Request Id", "arrived_at": "request_arrived_at"}
 
+
+# rows formatted per task: rows are independent, so slices written one after another give the
+# same bytes as the whole table, and Arrow formats them without the GIL, one slice per thread
+# (a 1M-request file is ~430 MB of text and ~6 s of one core's formatting)
+SLICE_ROWS = 1 << 15
 
 # the two texts a boolean is written as, padded to one width (row 0: False, row 1: True)
 _BOOL_TEXT = np.frombuffer(b"FalseTrue\0", dtype=np.uint8).reshape(2, 5)
@@ -64,12 +72,26 @@ def write_request_csv(requests, path: Path) -> None:
     # Arrow quotes every string under "needed"; with only numbers and booleans nothing needs it
     text = any(v.dtype.kind not in "biuf" for _, v in columns)
     table = pa.table([_arrow_column(v) for _, v in columns], names=names)
-    with open(path, "wb") as f:
+    options = pacsv.WriteOptions(
+        include_header=False, batch_size=1 << 16, quoting_style="needed" if text else "none"
+    )
+
+    def formatted(lo: int):
+        sink = pa.BufferOutputStream()
+        pacsv.write_csv(table.slice(lo, SLICE_ROWS), sink, options)
+        return sink.getvalue()
+
+    threads = max(1, min(os.cpu_count() or 1, 4))
+    with open(path, "wb") as f, ThreadPoolExecutor(threads, "vidur-fast-csv") as pool:
         # the header by hand: Arrow quotes every column name, pandas (and Vidur) none
         header = io.StringIO()
         csv.writer(header, lineterminator="\n").writerow(names)
         f.write(header.getvalue().encode())
-        options = pacsv.WriteOptions(
-            include_header=False, batch_size=1 << 16, quoting_style="needed" if text else "none"
-        )
-        pacsv.write_csv(table, f, options)
+        # slices in order, at most threads + 1 formatted ahead of the write (bounded memory)
+        pending = deque()
+        for lo in range(0, table.num_rows, SLICE_ROWS):
+            pending.append(pool.submit(formatted, lo))
+            if len(pending) > threads:
+                f.write(pending.popleft().result())
+        while pending:
+            f.write(pending.popleft().result())

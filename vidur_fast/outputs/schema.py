@@ -4,7 +4,7 @@ Columns that are not listed (for example a new batch-log counter) still get writ
 is inferred from the name suffix so the file stays self-describing.
 """
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 
 REQUEST_COLUMNS = {
     "request_id": ("1", "row index in arrival order"),
@@ -83,10 +83,14 @@ REPLICA_COLUMNS = {
 TIMESERIES_RENAME = {"start_s": "time_s"}
 TIMESERIES_DROPPED = ("replica", "end_s", "stage_s", "alloc_blocks")
 
-# Above this many batches, timeseries/replica_<r> holds only `batch_row` (rows of /batches of
-# replica r) instead of copies of the batch columns: the copies doubled the write time of
-# big runs. The group attribute `layout` says which ("columns" or "batch_row").
+# Above this many batches, /timeseries holds no copies of the batch columns (they doubled the
+# write time of big runs) and no row indices either (an index per batch is a sort and a
+# compressed int64 column of tens of millions of rows, and /batches/replica already says it):
+# replica r's samples are the rows of /batches whose replica is r. The group attribute `layout`
+# says which ("columns" or BY_REPLICA; files of format_version 2-3 may say "batch_row": each
+# replica group holds only its rows of /batches).
 TIMESERIES_FULL_MAX_ROWS = 250_000
+BY_REPLICA = "batches_by_replica"
 
 TIMESERIES_COLUMNS = {
     "time_s": ("s", "batch formation time (the sample time)"),
@@ -103,7 +107,6 @@ TIMESERIES_COLUMNS = {
     ),
     "duration_s": ("s", "end_s - time_s: formation to leaving the last stage"),
     "prefix_cache_hit_rate": ("fraction", "running prefix-cache hit rate of the replica"),
-    "batch_row": ("1", "row in /batches (layout batch_row: the only column)"),
 }
 
 TBT_COLUMNS = {

@@ -69,7 +69,7 @@ def test_h5_units_and_root_attributes(small_result, small_run_dir):
         cfg = json.loads(f.attrs["config_json"])
         assert cfg == json.loads((small_run_dir / "config.json").read_text())
         assert f.attrs["timing_cache_key"] == small_result.summary["timing_cache_key"]
-        assert f.attrs["format_version"] == 3
+        assert f.attrs["format_version"] == 4
         versions = json.loads(f.attrs["data_versions"])
         assert versions["timing"]["key"] == small_result.summary["timing_cache_key"]
         assert "numpy" in versions["packages"]
@@ -153,6 +153,9 @@ class _FrameLog:
     def __init__(self, frame):
         self._frame = frame
 
+    def __len__(self):
+        return len(self._frame)
+
     def frame(self):
         return self._frame.copy()
 
@@ -224,20 +227,18 @@ def test_downsample_keeps_means():
     assert_array_equal(same_y, y[:50])
 
 
-def test_big_run_timeseries_are_batch_rows(small_result, small_run_dir, tmp_path, monkeypatch):
-    # above the size threshold each replica keeps only its rows of /batches; read_run rebuilds
-    # the same frames as the full layout
+def test_big_run_timeseries_are_the_batches_of_each_replica(
+    small_result, small_run_dir, tmp_path, monkeypatch
+):
+    # above the size threshold nothing is copied: each replica's samples are its rows of
+    # /batches, and read_run rebuilds the same frames as the full layout
     import vidur_fast.outputs.h5 as h5
 
     monkeypatch.setattr(h5, "TIMESERIES_FULL_MAX_ROWS", 10)
     path = write_plain(small_result, tmp_path / "big")
-    b = small_result.batches
     with h5py.File(path / "metrics.h5") as f:
-        assert f["timeseries"].attrs["layout"] == "batch_row"
-        for r in (0, 1):
-            g = f[f"timeseries/replica_{r}"]
-            assert list(g) == ["batch_row"] and g["batch_row"].attrs["unit"] == "1"
-            assert_array_equal(g["batch_row"][()], np.flatnonzero(b["replica"] == r))
+        assert f["timeseries"].attrs["layout"] == "batches_by_replica"
+        assert list(f["timeseries"]) == []
     with h5py.File(small_run_dir / "metrics.h5") as f:
         assert f["timeseries"].attrs["layout"] == "columns"
     full, rows = read_run(small_run_dir).timeseries, read_run(path).timeseries
@@ -246,16 +247,23 @@ def test_big_run_timeseries_are_batch_rows(small_result, small_run_dir, tmp_path
         _same_frame(full[r], rows[r])
 
 
-def test_batch_rows_sorted_a_few_replicas_at_a_time_are_each_replicas_rows():
-    from vidur_fast.outputs.h5 import _replica_rows
+def test_format_3_batch_row_timeseries_still_read(
+    small_result, small_run_dir, tmp_path, monkeypatch
+):
+    # files of format_version 2-3 stored each replica's rows of /batches as `batch_row`
+    import vidur_fast.outputs.h5 as h5
 
-    rng = np.random.default_rng(3)
-    rep_col = rng.integers(0, 7, size=200).astype(np.int16)
-    rep_col[rep_col == 4] = 5  # a replica without batches
-    rep_ids = np.arange(8)  # and one past the last id
-    for max_rows in (1, 25, 60, 1000):
-        rows = list(_replica_rows(rep_col, rep_ids, max_rows))
-        assert len(rows) == rep_ids.shape[0]
-        for r, idx in zip(rep_ids, rows, strict=True):
-            assert idx.dtype == np.int64
-            assert_array_equal(idx, np.flatnonzero(rep_col == r))
+    monkeypatch.setattr(h5, "TIMESERIES_FULL_MAX_ROWS", 10)
+    path = write_plain(small_result, tmp_path / "old")
+    b = small_result.batches
+    with h5py.File(path / "metrics.h5", "r+") as f:
+        f.attrs["format_version"] = 3
+        f["timeseries"].attrs["layout"] = "batch_row"
+        for r in (0, 1):
+            rows = np.flatnonzero(b["replica"] == r)
+            f.create_group(f"timeseries/replica_{r}")["batch_row"] = rows[::-1] if r else rows
+    full, old = read_run(small_run_dir).timeseries, read_run(path).timeseries
+    assert sorted(old) == [0, 1]
+    _same_frame(full[0], old[0])
+    # the stored rows are what is read (replica 1's written reversed, so read reversed)
+    assert_array_equal(old[1]["time_s"].to_numpy(), full[1]["time_s"].to_numpy()[::-1])
