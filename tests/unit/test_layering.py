@@ -18,6 +18,7 @@ KERNELS = REPO / "kernels"
 RANK = {
     "errors": 0,
     "kernels": 0,
+    "numerics": 0,
     "profiles": 0,
     "catalog": 1,
     "kernel_bundle": 1,  # imports errors; jit_start installs it

@@ -30,7 +30,9 @@ if TYPE_CHECKING:
     import pandas as pd
 
 # 2: work baselines solved without BLAS (timing/nnls.py); grids of 1 hold other values
-GRID_FORMAT_VERSION = 2
+# 3: table lookups' log/exp/power by the C library on every CPU (numerics/portable_math.py);
+#    grids of 2 built on an AVX-512 CPU hold other last bits
+GRID_FORMAT_VERSION = 3
 # Settings that change grid values; overheads applied at run time (TimingParams) are not here.
 VALUE_FIELDS = (
     "regressor",

@@ -20,6 +20,7 @@ from vidur_fast.config.workload import (
     ZipfLengths,
 )
 from vidur_fast.errors import TraceError
+from vidur_fast.numerics import portable_math as pm
 from vidur_fast.workload.hashes import as_u64, combine
 from vidur_fast.workload.readers import read_trace
 
@@ -141,7 +142,7 @@ def zipf_totals(cfg: ZipfLengths, rng: np.random.Generator, size: int, seed: int
     u = rng.random(size)
     if items == 1:
         return np.full(size, lo, dtype=np.int64)
-    zeta_n = float(np.sum(np.arange(1, items + 1, dtype=np.float64) ** -theta))
+    zeta_n = float(np.sum(pm.power(np.arange(1, items + 1, dtype=np.float64), -theta)))
     zeta_2 = 1.0 + 0.5**theta
     uz = u * zeta_n
     values = np.where(uz < 1.0, 0, 1).astype(np.int64)
@@ -149,7 +150,7 @@ def zipf_totals(cfg: ZipfLengths, rng: np.random.Generator, size: int, seed: int
     if items > 2 and tail.any():
         eta = (1.0 - (2.0 / items) ** (1.0 - theta)) / (1.0 - zeta_2 / zeta_n)
         alpha = 1.0 / (1.0 - theta)
-        values[tail] = np.floor(items * (eta * u[tail] - eta + 1.0) ** alpha).astype(np.int64)
+        values[tail] = np.floor(items * pm.power(eta * u[tail] - eta + 1.0, alpha)).astype(np.int64)
     values = np.minimum(values, items - 1)
     if cfg.scramble:
         # Fixed 64-bit mix keyed by the seed (Vidur uses Python's per-process salted hash()).

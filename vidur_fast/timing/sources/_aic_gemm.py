@@ -1,11 +1,13 @@
 """Measured GEMM tables of aiconfigurator and their interpolation to a model's (n, k)."""
 
+import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
+from vidur_fast.numerics import portable_math as pm
 from vidur_fast.timing.sources._aic_data import SOURCE, pick_fastest_kernel, read_table
 from vidur_fast.timing.sources._common import join, profile_error
 
@@ -92,7 +94,7 @@ def _bracket(axis: np.ndarray, x: float) -> tuple[int, int, float, float]:
     if axis[i1] == x:
         return i1, i1, 0.0, 1.0
     i0 = i1 - 1
-    return i0, i1, float(np.log(x / axis[i0]) / np.log(axis[i1] / axis[i0])), 1.0
+    return i0, i1, math.log(x / axis[i0]) / math.log(axis[i1] / axis[i0]), 1.0
 
 
 def interpolate_gemm(table: GemmTable, n: int, k: int) -> np.ndarray:
@@ -106,16 +108,16 @@ def interpolate_gemm(table: GemmTable, n: int, k: int) -> np.ndarray:
     n0, n1, wn, sn = _bracket(table.n, n)
     k0, k1, wk, sk = _bracket(table.k, k)
     with np.errstate(divide="ignore", invalid="ignore"):
-        lt = np.log(table.t)
+        lt = pm.log(table.t)
         mix = (
             (1 - wn) * (1 - wk) * lt[:, n0, k0]
             + (1 - wn) * wk * lt[:, n0, k1]
             + wn * (1 - wk) * lt[:, n1, k0]
             + wn * wk * lt[:, n1, k1]
         )
-    out = np.exp(mix) * sn * sk
-    ln, lk = np.log(table.n)[:, None], np.log(table.k)[None, :]
-    dist = np.abs(ln - np.log(n)) + np.abs(lk - np.log(k))
+    out = pm.exp(mix) * sn * sk
+    ln, lk = pm.log(table.n)[:, None], pm.log(table.k)[None, :]
+    dist = np.abs(ln - math.log(n)) + np.abs(lk - math.log(k))
     for i in np.flatnonzero(~np.isfinite(out)):
         ok = np.isfinite(table.t[i])
         if not ok.any():

@@ -28,6 +28,7 @@ import pandas as pd
 
 from vidur_fast.catalog import DeviceSpec, ModelSpec
 from vidur_fast.catalog.arch import DENSE, MOE, MoEParallel, mlp_kinds
+from vidur_fast.numerics import portable_math as pm
 from vidur_fast.timing.sources._aic_data import (
     SOURCE,
     AicSystem,
@@ -115,7 +116,7 @@ def expert_roofline_ms(
     (expected count with uniform routing), activations in and out in bf16."""
     n = np.asarray(tokens, dtype=np.float64)
     pairs = n * pairs_per_token
-    touched = local_experts * (1.0 - (1.0 - 1.0 / local_experts) ** pairs)
+    touched = local_experts * (1.0 - pm.power(1.0 - 1.0 / local_experts, pairs))
     flops = 2.0 * pairs * 3 * hidden * local_inter
     nbytes = touched * 3 * hidden * local_inter * WEIGHT_BYTES[dtype]
     nbytes = nbytes + 2 * n * hidden * BF16_BYTES + 2 * pairs * hidden * BF16_BYTES
@@ -204,10 +205,10 @@ def expert_curve(
     x = model.moe
     want = (model.embedding_dim, x.expert_dim, x.top_k, x.num_experts, par.moe_tp, par.moe_ep)
     combos = sel[list(KEYS)].drop_duplicates()
-    target = np.log(_shape_terms(*want))
+    target = pm.log(_shape_terms(*want))
 
     def dist(c) -> float:
-        return float(np.abs(np.log(_shape_terms(*c)) - target).sum())
+        return float(np.abs(pm.log(_shape_terms(*c)) - target).sum())
 
     cands = [tuple(int(v) for v in c) for c in combos.itertuples(index=False)]
     exact = want in cands

@@ -11,6 +11,7 @@ import pandas as pd
 
 from vidur_fast.catalog import ModelSpec
 from vidur_fast.errors import ProfileError
+from vidur_fast.numerics import portable_math as pm
 
 BF16_BYTES = 2
 MAX_TOKENS = 131072  # token-op / collective samples reach 128K tokens
@@ -222,10 +223,10 @@ def interp_loglog(x, xp, fp, above_exponent: float = 1.0) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
     xp = np.asarray(xp, dtype=np.float64)
     fp = np.asarray(fp, dtype=np.float64)
-    lx = np.log(np.clip(x, xp[0], xp[-1]))
-    y = np.exp(np.interp(lx, np.log(xp), np.log(fp)))
+    lx = pm.log(np.clip(x, xp[0], xp[-1]))
+    y = pm.exp(np.interp(lx, pm.log(xp), pm.log(fp)))
     above = x > xp[-1]
-    y[above] = fp[-1] * (x[above] / xp[-1]) ** above_exponent
+    y[above] = fp[-1] * pm.power(x[above] / xp[-1], above_exponent)
     return y
 
 

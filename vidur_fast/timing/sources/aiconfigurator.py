@@ -7,6 +7,7 @@ ops (memory-bound), prefill over a cached prefix (equal-attended-pairs rule plus
 floors) and PP send/recv (latency + bytes / link bandwidth from the system YAML).
 """
 
+import math
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -191,8 +192,8 @@ def match_heads(rows: pd.DataFrame, q: int, kv: int, d: int) -> HeadMatch:
     best = min(
         combos.itertuples(index=False),
         key=lambda c: (
-            abs(np.log(d / c[2])),
-            abs(np.log(q / c[0])) + abs(np.log(kv / c[1])),
+            abs(math.log(d / c[2])),
+            abs(math.log(q / c[0])) + abs(math.log(kv / c[1])),
             -c[0],
             -c[1],
         ),

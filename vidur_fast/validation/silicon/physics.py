@@ -27,6 +27,7 @@ import numpy as np
 from vidur_fast.catalog import get_device, get_model
 from vidur_fast.catalog.arch import MOE, mlp_kinds
 from vidur_fast.errors import UserError
+from vidur_fast.numerics import portable_math as pm
 
 # bytes per weight by GEMM precision
 WEIGHT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "nvfp4": 0.5625,
@@ -99,7 +100,7 @@ def gemm_prefill_ms(model: str, device: str, precision: str, tp: int, pp: int, i
     q, kv = m.q_heads_per_worker(tp) * hd, m.kv_heads_per_worker(tp) * hd
     mlp = m.mlp_hidden_dim // tp
     shapes = [(q + 2 * kv, e), (e, q), ((2 if m.use_gated_mlp else 1) * mlp, e), (e, mlp)]
-    logm = np.log(table.m.astype(np.float64))
+    logm = pm.log(table.m.astype(np.float64))
     total = 0.0
     for n, k in shapes:
         t = interpolate_gemm(table, n, k)
@@ -110,7 +111,7 @@ def gemm_prefill_ms(model: str, device: str, precision: str, tp: int, pp: int, i
         if x >= logm[ok][-1]:
             total += float(t[ok][-1]) * isl / float(table.m[ok][-1])
         else:
-            total += float(np.exp(np.interp(x, logm[ok], np.log(t[ok]))))
+            total += math.exp(float(np.interp(x, logm[ok], pm.log(t[ok]))))
     return total * m.num_layers / pp
 
 

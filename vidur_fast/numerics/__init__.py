@@ -1,0 +1,1 @@
+"""Numerics every stage shares: results that do not depend on the CPU they run on."""
