@@ -13,8 +13,14 @@ second of a compile that takes a minute). A cache load hides scipy.linalg from t
 (the kernels use no linear algebra); it imports normally afterwards. With another Numba
 whose cache loader is not the one this expects, the context is refreshed at start as
 before, with the probe's import hidden.
+
+Compiling is made cheaper too (`_share_copies_while_inlining`): most of a loop variant's
+compile time went into copying Numba IR for `inline="always"` (docs/performance.md,
+"Compiling the loop").
 """
 
+import copy
+import functools
 import sys
 from contextlib import contextmanager
 
@@ -60,6 +66,89 @@ def _skip_refresh_on_cache_load() -> bool:
     return True
 
 
+class _InlineCopies:
+    """Stands in for the `copy` module inside numba.core.inline_closurecall.
+
+    To inline a kernel Numba copies the callee's IR twice, one block at a time, each with a
+    deepcopy of its own. A block's variables point to the function's scope, which holds every
+    variable of the function, so each block's copy copies the whole scope again: the work is
+    blocks x variables per inlined call, and for the loop's nested inlined kernels it was
+    ~60 % of a variant's compile (8M variables copied for 142 inlined calls). Here the blocks
+    of one scope share one memo while one call is inlined: one copy of the scope and of each
+    variable, shared by the copied blocks as the originals share them (what one deepcopy of
+    the whole block map gives). Outside an inlining, and for anything without a scope, it is
+    copy.deepcopy itself."""
+
+    def __init__(self):
+        self.memos: dict | None = None  # id(scope) -> deepcopy memo, during one inline_ir
+
+    def deepcopy(self, x, memo=None):
+        scope = getattr(x, "scope", None)
+        if memo is not None or self.memos is None or scope is None:
+            return copy.deepcopy(x, memo)
+        # the memo keeps the scope alive, so its id is not reused while the memo lives
+        return copy.deepcopy(x, self.memos.setdefault(id(scope), {}))
+
+    def __getattr__(self, name):
+        return getattr(copy, name)
+
+
+_INLINE_COPIES = _InlineCopies()
+
+
+def _sharing_copies(inline_ir):
+    """InlineWorker.inline_ir with one memo per scope for the IR copies of that call."""
+
+    @functools.wraps(inline_ir)
+    def inline_ir_sharing_copies(self, *args, **kwargs):
+        outer, _INLINE_COPIES.memos = _INLINE_COPIES.memos, {}
+        try:
+            return inline_ir(self, *args, **kwargs)
+        finally:
+            _INLINE_COPIES.memos = outer
+
+    inline_ir_sharing_copies.shares_copies = True
+    return inline_ir_sharing_copies
+
+
+def _share_copies_while_inlining() -> bool:
+    """Install _InlineCopies in Numba's inliner; False (nothing changed) when this Numba's
+    inliner is not the one it expects (no InlineWorker.inline_ir, or its module's `copy` is
+    not the copy module)."""
+    from numba.core import inline_closurecall as inliner
+
+    worker = getattr(inliner, "InlineWorker", None)
+    inline_ir = getattr(worker, "inline_ir", None)
+    if inline_ir is None:
+        return False
+    if getattr(inline_ir, "shares_copies", False):
+        return True
+    if getattr(inliner, "copy", None) is not copy:
+        return False
+    inliner.copy = _INLINE_COPIES
+    worker.inline_ir = _sharing_copies(inline_ir)
+    return True
+
+
+def _share_copies_at_first_compile() -> None:
+    """Install _InlineCopies when Numba starts its first compile (importing the inliner costs
+    ~50 ms, which a run whose kernels all come from the cache does not pay)."""
+    from numba.core import event
+
+    class FirstCompile(event.Listener):
+        installed = False
+
+        def on_start(self, _event):
+            if not self.installed:
+                _share_copies_while_inlining()
+                self.installed = True
+
+        def on_end(self, _event):
+            pass
+
+    event.register("numba:compile", FirstCompile())
+
+
 def start_numba_target() -> None:
     """Initialise Numba's CPU target once; call before the first kernel runs."""
     global _started
@@ -71,6 +160,10 @@ def start_numba_target() -> None:
     if not _skip_refresh_on_cache_load():
         with _no_blas_probe():
             target_context.refresh()
+    if "numba.core.inline_closurecall" in sys.modules:
+        _share_copies_while_inlining()
+    else:
+        _share_copies_at_first_compile()
     _started = True
     from vidur_fast.kernel_bundle import drop_stale_kernels, install_once
 
