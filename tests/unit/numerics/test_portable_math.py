@@ -34,7 +34,8 @@ def test_every_element_is_the_c_librarys():
     x, y, b, e = _inputs()
     assert [v.hex() for v in pm.log(x)] == [math.log(v).hex() for v in x]
     assert [v.hex() for v in pm.exp(y)] == [math.exp(v).hex() for v in y]
-    assert [v.hex() for v in pm.power(b, e)] == [math.pow(u, v).hex() for u, v in zip(b, e)]
+    pairs = zip(b, e, strict=True)
+    assert [v.hex() for v in pm.power(b, e)] == [math.pow(u, v).hex() for u, v in pairs]
 
 
 def test_special_values_follow_numpy():
