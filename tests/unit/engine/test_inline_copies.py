@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-_TOY = '''
+_TOY = """
 import json, sys
 import numpy as np
 from numba import njit
@@ -52,7 +52,7 @@ def top(a, n):
 a = np.sin(np.arange(64) * 0.37)
 out = [top(a, n).hex() for n in (0, 1, 7, 64)]
 print(json.dumps([out, copies[0]]))
-'''
+"""
 
 
 def _compile(mode: str) -> tuple[list, int]:
