@@ -16,7 +16,7 @@ before, with the probe's import hidden.
 
 Compiling is made cheaper too (`_share_copies_while_inlining`): most of a loop variant's
 compile time went into copying Numba IR for `inline="always"` (docs/performance.md,
-"Compiling the loop").
+"Copying IR while inlining").
 """
 
 import copy

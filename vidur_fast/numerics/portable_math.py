@@ -2,7 +2,7 @@
 
 numpy evaluates float64 log, exp and power with its own SIMD code on CPUs with AVX-512 and
 with the C library elsewhere. The two differ in the last bit on a few percent of inputs (exp,
-power) or a few in 10^4 (log), and the timing fits turn such bits into different grids, hence
+power) or about one in 10^4 (log), and the timing fits turn such bits into different grids, hence
 different simulated times on different machines. These functions evaluate every element with
 the C library through Python's math module, which is what numpy itself computes on a CPU
 without AVX-512: the grids of every machine are those of that path.
