@@ -207,6 +207,27 @@ def test_gpt_oss_campaigns_by_measurement_date(rows):
     assert set(names) == {"inferencex-gpt-oss-hopper-v0.10", "inferencex-gpt-oss-hopper"}
 
 
+def test_minimax_h200_rows_from_march_13_run_expert_parallel(rows):
+    """The sweep's H200 MiniMax-M2.5 script passes --enable-expert-parallel from 2026-03-13 on
+    (EP_SIZE >= 1, always): those rows (all TP 8) get moe_ep = 8; the TP 4 rows of 2026-03-01,
+    whose script had no such flag, keep their tensor-parallel experts."""
+    from vidur_fast.validation.silicon.moe_campaigns import moe_campaign_for
+
+    minimax = [
+        r for r in rows
+        if "MiniMax" in r.bench.model and r.bench.backend == "vllm" and r.bench.mode == "agg"
+        and r.bench.device == "h200_sxm"
+    ]  # fmt: skip
+    ep = [r for r in minimax if getattr(moe_campaign_for(r), "expert_parallel", False)]
+    tp = [r for r in minimax if r not in ep]
+    assert len(ep) == 54 and {r.bench.tp for r in ep} == {8}
+    assert all("measured=2026-03-2" in r.source for r in ep)
+    assert len(tp) == 30 and {r.bench.tp for r in tp} == {4}
+    assert all("measured=2026-03-01" in r.source for r in tp)
+    # the corpus says moe_ep 1 for all of them
+    assert {r.bench.moe_ep for r in minimax} == {1}
+
+
 def test_moe_physics_floor_counts_the_experts_a_step_reaches():
     from vidur_fast.validation.silicon.physics import check_moe_row, moe_decode_floor_ms
 

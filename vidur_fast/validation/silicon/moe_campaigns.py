@@ -37,6 +37,9 @@ class MoECampaign(Campaign):
     allreduce_rms_fusion: bool = False
     """The servers pass `fuse_allreduce_rms: true` in their compilation config's pass_config
     (predictor.allreduce_rms_fusion; False = not stated)."""
+    expert_parallel: bool = False
+    """The servers pass `--enable-expert-parallel` whatever the row's moe columns say: each
+    expert whole on one of the tp x attention-dp GPUs (moe_ep = tp x dp, moe_tp 1)."""
 
 
 # What every InferenceX MoE server and client of the sweep ran: benchmark_serving.py drawing
@@ -117,6 +120,31 @@ MOE_CAMPAIGNS: tuple[Campaign, ...] = (
         # --compilation-config '{"pass_config": {"fuse_allreduce_rms": true}, ...}'
         allreduce_rms_fusion=True,
         models=("moonshotai/Kimi-K2.5",),
+    ),
+    MoECampaign(
+        name="inferencex-minimax-h200-ep",
+        # the sweep's H200 MiniMax-M2.5 runs from 2026-03-13 on (TP 8): the script of that
+        # date (benchmarks/single_node/minimaxm2.5_fp8_h200.sh, "enable ep", "fix ep
+        # condition") passes --enable-expert-parallel when EP_SIZE >= 1, and the workflow
+        # passes the config's ep, 1 when the config names none: always on. The corpus records
+        # that ep (1); vLLM could not have run the rows' moe_tp 8 (an expert's 1536 columns
+        # over 8 GPUs leave 192 per GPU, not a multiple of the FP8 checkpoint's 128-column
+        # blocks, which vLLM refuses).
+        pattern=(
+            r"(db-dump/\d{4}-\d{2}-\d{2}; config_id=\d+|"
+            r"source_file=\d{4}-\d{2}-\d{2}\.csv; model=MiniMax[^;]*); "
+            r"silicon_concurrency=\d+; measured=2026-(03-(1[3-9]|[23]\d)|(0[4-9]|1[0-2])-\d{2})"
+        ),
+        description=(
+            "public InferenceX sweep, MiniMax-M2.5 FP8 on H200 from 2026-03-13 (vllm/vllm-openai "
+            "0.16-0.18, --enable-expert-parallel, async scheduling on by default, no prefix "
+            "caching, bf16 KV cache); client benchmark_serving.py --random-range-ratio 0.8 "
+            "--num-prompts 10*CONC"
+        ),
+        **INFERENCEX_CLIENT,
+        expert_parallel=True,
+        systems=("h200_sxm",),
+        models=("MiniMaxAI/MiniMax-M2.5",),
     ),
     Campaign(
         name="inferencex-moe",

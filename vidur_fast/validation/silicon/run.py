@@ -153,6 +153,8 @@ def _simulate(
     try:
         if camp is not None and camp.requests_per_client:
             b = replace(b, num_requests=camp.requests_per_client * b.concurrency)
+        if camp is not None and getattr(camp, "expert_parallel", False):
+            b = replace(b, moe_ep=b.tp * b.attention_dp)
         cfg = row_config(b, sim_cfg)
         if camp is not None and camp.kv_cache_dtype:
             cfg = replace(cfg, predictor=replace(cfg.predictor, kv_cache_dtype=camp.kv_cache_dtype))
