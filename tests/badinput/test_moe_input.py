@@ -111,3 +111,29 @@ def test_allreduce_rms_fusion_on_another_source(tmp_path, capsys):
     ]  # fmt: skip
     assert_one_error(*run_cli(argv, capsys), "allreduce_rms_fusion needs the aiconfigurator")
     assert not (tmp_path / "run").exists()
+
+
+def test_block_fp8_experts_split_into_partial_blocks(tmp_path, capsys):
+    # MiniMax-M2.5's FP8 checkpoint (128 x 128 blocks): 1536-column experts over 8 GPUs leave
+    # 192 columns each, which vLLM refuses at start-up
+    argv = _args(
+        tmp_path,
+        "--cluster.model", "MiniMaxAI/MiniMax-M2.5",
+        "--cluster.device", "h200",
+        "--cluster.tp", "8",
+    )  # fmt: skip
+    assert_one_error(*run_cli(argv, capsys), "predictor.moe_ep: moe_tp = 8 leaves each GPU 192")
+    assert not (tmp_path / "run").exists()
+
+
+def test_block_fp8_rule_takes_whole_blocks_and_other_formats():
+    from vidur_fast.catalog import get_model
+    from vidur_fast.catalog.arch import moe_parallel
+    from vidur_fast.errors import ConfigError
+
+    minimax = get_model("MiniMaxAI/MiniMax-M2.5")
+    assert moe_parallel(minimax, 8, 1, 8, "fp8_block").moe_tp == 1  # expert parallel
+    assert moe_parallel(minimax, 4, 1, 1, "fp8_block").moe_tp == 4  # 384 = 3 blocks
+    assert moe_parallel(minimax, 8, 1, 1, "bf16").moe_tp == 8  # no blocks to respect
+    with pytest.raises(ConfigError, match="not a multiple of the fp8_block"):
+        moe_parallel(minimax, 8, 1, 1, "fp8_block")

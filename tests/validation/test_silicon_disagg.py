@@ -19,7 +19,7 @@ from vidur_fast.validation.silicon.sample import read_silicon_sample
 # the Hopper vLLM disaggregated rows (NVIDIA Dynamo vllm-runtime 0.8.0): row -> layout, clients
 HOPPER = {
     1582: ("1P tp1 dp4 + 3D tp4", 72),
-    1583: ("2P tp1 dp4 + 1D tp1 dp8", 56),
+    1583: ("2P tp1 dp4 + 1D tp1 dp8 ep8", 56),
     1585: ("8P tp1 + 2D tp4", 448),
 }
 
@@ -41,9 +41,11 @@ def test_disagg_rows_are_mapped(rows):
         assert b.pd.label() == label and b.concurrency == clients
         assert not hopper[k].concurrency_recorded and not hopper[k].skipped
     # the MoE rows split their experts per side: no moe_ep stated (0), vLLM's TP over tp x dp
-    assert (
-        hopper[1583].bench.pd.prefill.moe_ep == 1 and hopper[1583].bench.pd.decode.attention_dp == 8
-    )
+    # (the prefill side's 4 GPUs: 384 of an expert's 1,536 FP8 columns each, 3 whole blocks),
+    # unless vLLM would refuse that split: the decode side's 8 GPUs would hold 192 columns,
+    # inside a 128-column block, so it ran expert-parallel
+    pd = hopper[1583].bench.pd
+    assert pd.prefill.moe_ep == 1 and pd.decode.attention_dp == 8 and pd.decode.moe_ep == 8
     # rows recording their client count: decode_batch_size x decode workers is that count
     kimi = [r for r in dis if r.bench.backend == "vllm" and r.bench.device == "gb200"]
     assert kimi and all(r.concurrency_recorded for r in kimi)

@@ -345,8 +345,22 @@ class MoEParallel:
     moe_ep: int
 
 
-def moe_parallel(model: ModelSpec, tp: int, dp: int, ep: int) -> MoEParallel:
-    """The expert split of a MoE model; ConfigError (one line) when it cannot be formed."""
+# columns per scale block of the fp8_block format (128 x 128 blocks, DeepSeek-style checkpoints)
+FP8_BLOCK = 128
+
+
+def expert_format(model: ModelSpec, precision: str) -> str:
+    """The routed experts' weight format: the checkpoint's when it quantizes them, else the
+    predictor's GEMM precision."""
+    if model.quantization and "experts" in model.quantized_groups:
+        return model.quantization
+    return precision
+
+
+def moe_parallel(model: ModelSpec, tp: int, dp: int, ep: int, expert_fmt: str = "") -> MoEParallel:
+    """The expert split of a MoE model; ConfigError (one line) when it cannot be formed, or
+    (given the experts' weight format) when vLLM would refuse it: block-scaled FP8 experts
+    split over moe_tp GPUs must leave each a whole number of 128-column blocks."""
     x = model.moe
     if x is None:
         raise ConfigError(f"cluster.model: {model.name} has no MoE layers")
@@ -368,5 +382,12 @@ def moe_parallel(model: ModelSpec, tp: int, dp: int, ep: int) -> MoEParallel:
         raise ConfigError(
             f"predictor.moe_ep: moe_tp = tp x attention_dp / moe_ep = {moe_tp} does not divide "
             f"the expert width {x.expert_dim}"
+        )
+    if expert_fmt == "fp8_block" and (x.expert_dim // moe_tp) % FP8_BLOCK:
+        raise ConfigError(
+            f"predictor.moe_ep: moe_tp = {moe_tp} leaves each GPU {x.expert_dim // moe_tp} of "
+            f"an expert's {x.expert_dim} columns, not a multiple of the fp8_block format's "
+            f"{FP8_BLOCK}-column blocks (vLLM refuses it); split the experts whole with a "
+            f"larger moe_ep (expert parallelism, vLLM's --enable-expert-parallel)"
         )
     return MoEParallel(tp, dp, moe_tp, ep)

@@ -13,7 +13,7 @@ import math
 from contextlib import contextmanager
 
 from vidur_fast.catalog import default_node_for, get_device, get_model, get_node
-from vidur_fast.catalog.arch import moe_parallel
+from vidur_fast.catalog.arch import expert_format, moe_parallel
 from vidur_fast.config.predictor import PredictorConfig
 from vidur_fast.config.sim import (
     KV_CONTENTION,
@@ -126,7 +126,7 @@ def validate_expert_parallelism(c: ClusterConfig, p: PredictorConfig) -> None:
                     "replicate a dense model with cluster.num_replicas)"
                 )
         return
-    moe_parallel(model, c.tp, p.attention_dp, p.moe_ep)
+    moe_parallel(model, c.tp, p.attention_dp, p.moe_ep, expert_format(model, p.precision))
 
 
 def validate_pools(c: ClusterConfig) -> None:

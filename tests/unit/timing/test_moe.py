@@ -6,12 +6,11 @@ import numpy as np
 import pytest
 
 from vidur_fast.catalog import get_device, get_model
-from vidur_fast.catalog.arch import moe_parallel
+from vidur_fast.catalog.arch import expert_format, moe_parallel
 from vidur_fast.errors import ConfigError
 from vidur_fast.timing.sources._aic_data import get_system
 from vidur_fast.timing.sources._aic_moe import (
     expert_curve,
-    expert_format,
     expert_roofline_ms,
     layer_weights,
     moe_rows,

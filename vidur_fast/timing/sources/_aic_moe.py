@@ -69,14 +69,6 @@ KEYS = ("hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_
 SHARED_STREAM_MAX_TOKENS = 256
 
 
-def expert_format(model: ModelSpec, precision: str) -> str:
-    """The routed experts' weight format: the checkpoint's when it quantizes them, else the
-    predictor's GEMM precision."""
-    if model.quantization and "experts" in model.quantized_groups:
-        return model.quantization
-    return precision
-
-
 def layer_weights(model: ModelSpec) -> dict[str, float]:
     """Share of the layers each MLP-side op runs in (the grids hold one mean layer): the dense
     MLP ops in the dense layers, the MoE ops in the MoE layers."""

@@ -19,6 +19,7 @@ from vidur_fast.catalog import DeviceSpec, ModelSpec, NodeSpec, get_device, list
 from vidur_fast.catalog.arch import (
     SLIDING,
     attention_kinds,
+    expert_format,
     moe_parallel,
     qk_norm_spans_heads,
     router_gate_fp32,
@@ -50,7 +51,6 @@ from vidur_fast.timing.sources._aic_moe import (
     MOE_TABLE,
     SHARED_STREAM_MAX_TOKENS,
     expert_curve,
-    expert_format,
     fp32_router_ms,
     layer_weights,
     model_roofline_ms,

@@ -11,11 +11,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from vidur_fast.catalog import DeviceSpec, ModelSpec, NodeSpec, get_device, list_devices, list_nodes
-from vidur_fast.catalog.arch import SLIDING, attention_kinds, moe_parallel, router_gate_fp32
+from vidur_fast.catalog.arch import (
+    SLIDING,
+    attention_kinds,
+    expert_format,
+    moe_parallel,
+    router_gate_fp32,
+)
 from vidur_fast.timing.samples import OperatorSamples
 from vidur_fast.timing.sources._aic_moe import (
     EXPERT_DTYPES,
-    expert_format,
     fp32_router_ms,
     layer_weights,
     model_roofline_ms,

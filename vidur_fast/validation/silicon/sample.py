@@ -182,12 +182,31 @@ def moe_row_settings(path: Path, i: int, rec: dict, model: str, tp: int):
     return dp, mep, prec, ""
 
 
-def pd_row_layout(path: Path, i: int, rec: dict, moe: bool) -> tuple[PDLayout | None, str]:
+def _unstated_moe_ep(model: str, gpus: int) -> int:
+    """moe_ep of a side whose MoE columns are empty: 1 (vLLM's default, every expert split over
+    the GPUs), or every GPU when vLLM would refuse that split for the checkpoint's experts
+    (block-FP8 experts cut inside a block), so the side must have run expert-parallel."""
+    from vidur_fast.catalog import get_model
+    from vidur_fast.catalog.arch import expert_format, moe_parallel
+
+    spec = get_model(model)
+    try:
+        moe_parallel(spec, gpus, 1, 1, expert_format(spec, stated_quantization(model) or ""))
+    except ConfigError:
+        return gpus
+    return 1
+
+
+def pd_row_layout(
+    path: Path, i: int, rec: dict, moe: bool, model: str = ""
+) -> tuple[PDLayout | None, str]:
     """(prefill/decode layout, skip reason) of a disaggregated row.
 
     Each side states its workers, TP, PP, attention DP, MoE TP x EP and batch size
     (`prefill_*`, `decode_*`). A moe_tp_size / moe_ep_size of 0 or empty is not stated: vLLM
-    without --enable-expert-parallel splits every expert over the tp x dp GPUs (moe_ep 1)."""
+    without --enable-expert-parallel splits every expert over the tp x dp GPUs (moe_ep 1),
+    unless that split is one vLLM refuses (block-FP8 experts cut inside a 128-column block),
+    in which case the side ran with it (moe_ep = tp x dp)."""
     sides = []
     for side in ("prefill", "decode"):
 
@@ -211,7 +230,7 @@ def pd_row_layout(path: Path, i: int, rec: dict, moe: bool) -> tuple[PDLayout | 
                 tp=tp,
                 pp=get("pp_size") or 1,
                 attention_dp=dp if moe else 1,
-                moe_ep=(mep or 1) if moe else 1,
+                moe_ep=(mep or _unstated_moe_ep(model, tp * dp)) if moe else 1,
                 batch_size=get("batch_size") or 0,
             )
         )
@@ -254,7 +273,7 @@ def read_silicon_sample(path: str | Path | None = None) -> list[SiliconRow]:
             dp, ep, sim_precision, skipped = moe_row_settings(path, i, rec, model, tp or 1)
         pd_layout = None
         if mode == "disagg":
-            pd_layout, why = pd_row_layout(path, i, rec, is_moe(model))
+            pd_layout, why = pd_row_layout(path, i, rec, is_moe(model), model)
             skipped = skipped or why
             if pd_layout is not None:
                 # the decode side's stated batch per worker (per attention-DP rank) stands in
