@@ -198,7 +198,7 @@ def _unstated_moe_ep(model: str, gpus: int) -> int:
 
 
 def pd_row_layout(
-    path: Path, i: int, rec: dict, moe: bool, model: str = ""
+    path: Path, i: int, rec: dict, moe: bool, model: str
 ) -> tuple[PDLayout | None, str]:
     """(prefill/decode layout, skip reason) of a disaggregated row.
 
@@ -206,7 +206,7 @@ def pd_row_layout(
     (`prefill_*`, `decode_*`). A moe_tp_size / moe_ep_size of 0 or empty is not stated: vLLM
     without --enable-expert-parallel splits every expert over the tp x dp GPUs (moe_ep 1),
     unless that split is one vLLM refuses (block-FP8 experts cut inside a 128-column block),
-    in which case the side ran with it (moe_ep = tp x dp)."""
+    in which case the side ran expert-parallel (moe_ep = tp x dp)."""
     sides = []
     for side in ("prefill", "decode"):
 
