@@ -14,6 +14,7 @@ seconds; engine/chunk_codec.py) into one file of finished chunks per column, so 
 
 import shutil
 import tempfile
+import threading
 import weakref
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -259,6 +260,10 @@ def _stored(key: str, values: np.ndarray) -> np.ndarray:
 
 
 def _close(worker: ThreadPoolExecutor, path: Path) -> None:
-    """End the spill thread (after its current job), then remove the spill files."""
-    worker.shutdown(cancel_futures=True)
+    """End the spill thread (after its current job), then remove the spill files.
+
+    A spill job holds its store, so the store's last reference can go with the job, and this
+    then runs on the spill thread itself: its job is done, and it must not wait for itself.
+    """
+    worker.shutdown(wait=threading.current_thread() not in worker._threads, cancel_futures=True)
     shutil.rmtree(path, ignore_errors=True)

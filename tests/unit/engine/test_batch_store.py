@@ -156,3 +156,40 @@ def test_long_columns_are_written_in_chunks_that_read_back_exactly(tmp_path):
             assert f[k].dtype == want.dtype
             assert_array_equal(f[k][()], want)
         assert f["batch_size"].chunks == (h5.CHUNK_ROWS,) and f["short"].chunks == (3,)
+
+
+def test_store_dropped_while_spilling_is_closed_by_the_spill_thread(monkeypatch):
+    """The spill job holds the store: when the store's last other reference goes first, the
+    store is finalised on the spill thread itself, which cannot wait for itself. The spill
+    files are still removed and nothing is reported."""
+    import gc
+    import sys
+    import threading
+
+    release = threading.Event()
+    closed = threading.Event()
+    encode = batch_store.encode_chunk
+
+    def slow(*args):
+        release.wait(5)
+        return encode(*args)
+
+    def close(worker, path):
+        try:
+            real_close(worker, path)
+        finally:
+            closed.set()
+
+    real_close = batch_store._close
+    monkeypatch.setattr(batch_store, "_close", close)
+    unraisable = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    store, _ = _spilling_four_rows(monkeypatch, slow)
+    spill_dir = store._dir
+    del store
+    gc.collect()
+    assert spill_dir.exists()  # the spill thread still holds the store
+    release.set()
+    assert closed.wait(5)
+    assert not spill_dir.exists()
+    assert unraisable == []
