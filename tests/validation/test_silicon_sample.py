@@ -228,6 +228,43 @@ def test_minimax_h200_rows_from_march_13_run_expert_parallel(rows):
     assert {r.bench.moe_ep for r in minimax} == {1}
 
 
+def test_campaign_memory_share_reaches_the_simulation(rows, monkeypatch, tmp_path):
+    """The Kimi-K2.5 and MiniMax-M2.5 H200 scripts pass --gpu-memory-utilization 0.95 in
+    every version the rows ran (the other InferenceX MoE scripts 0.9, vLLM's default): those
+    rows' engines plan their KV cache in 0.95 of each GPU, the others in the validator's."""
+    from vidur_fast.validation.run import ValidateConfig
+    from vidur_fast.validation.silicon import run as silicon_run
+    from vidur_fast.validation.silicon.moe_campaigns import moe_campaign_for
+
+    hopper_moe = [
+        r for r in rows
+        if r.bench.backend == "vllm" and r.bench.mode == "agg"
+        and r.bench.device in ("h100_sxm", "h200_sxm") and moe_campaign_for(r) is not None
+    ]  # fmt: skip
+    share = {}
+    for r in hopper_moe:
+        key = (r.bench.model.split("/")[0], r.bench.device)
+        share.setdefault(key, set()).add(moe_campaign_for(r).gpu_memory_utilization)
+    assert share[("moonshotai", "h200_sxm")] == {0.95}
+    assert share[("MiniMaxAI", "h200_sxm")] == {0.95}
+    assert share[("MiniMaxAI", "h100_sxm")] == {0.0}
+    assert share[("openai", "h100_sxm")] == share[("openai", "h200_sxm")] == {0.0}
+
+    margins = []
+
+    def capture(b, cfg):
+        margins.append(cfg.memory_margin_fraction)
+        raise silicon_run.ConfigError("captured")
+
+    monkeypatch.setattr(silicon_run, "row_config", capture)
+    kimi = next(r for r in hopper_moe if "Kimi" in r.bench.model)
+    gpt = next(r for r in hopper_moe if "gpt-oss" in r.bench.model)
+    sim_cfg = ValidateConfig(csv="silicon_sample.csv")
+    for r in (kimi, gpt):
+        silicon_run._simulate(r.bench, sim_cfg, moe_campaign_for(r), tmp_path)
+    assert margins == [0.05, sim_cfg.memory_margin_fraction]
+
+
 def test_moe_physics_floor_counts_the_experts_a_step_reaches():
     from vidur_fast.validation.silicon.physics import check_moe_row, moe_decode_floor_ms
 

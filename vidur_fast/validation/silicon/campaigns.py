@@ -54,6 +54,9 @@ class Campaign:
     """Devices whose servers fused each TP all-reduce with the residual add and RMSNorm after
     it (`enable_fi_allreduce_fusion` in the compilation config's pass_config; applied as
     predictor.allreduce_rms_fusion)."""
+    gpu_memory_utilization: float = 0.0
+    """The servers' `--gpu-memory-utilization` (the engine's share of each GPU's memory;
+    0 = not stated: the validator's memory_margin_fraction)."""
     held_out: str = ""
     """Why the rows cannot be reproduced as measured ("" = they can): with campaign facts on
     (and no prompt-pool what-if) they are listed as not simulated with this reason."""

@@ -110,11 +110,13 @@ MOE_CAMPAIGNS: tuple[Campaign, ...] = (
         ),
         description=(
             "public InferenceMAX/InferenceX sweep, Kimi-K2.5 int4 (vllm/vllm-openai 0.16, "
-            "--max-num-seqs CONC, fuse_allreduce_rms, async scheduling on by default, no prefix "
-            "caching, bf16 KV cache); client benchmark_serving.py --random-range-ratio 0.8 "
-            "--num-prompts 10*CONC"
+            "--max-num-seqs CONC, --gpu-memory-utilization 0.95, fuse_allreduce_rms, async "
+            "scheduling on by default, no prefix caching, bf16 KV cache); client "
+            "benchmark_serving.py --random-range-ratio 0.8 --num-prompts 10*CONC"
         ),
         **INFERENCEX_CLIENT,
+        # benchmarks/single_node/kimik2.5_int4_h200.sh from its first version (2026-03-02)
+        gpu_memory_utilization=0.95,
         # --max-num-seqs CONC: vLLM >= 0.11 captures graphs up to min(2 x max_num_seqs, 512)
         mixed_graph_tokens_per_client=2,
         # --compilation-config '{"pass_config": {"fuse_allreduce_rms": true}, ...}'
@@ -137,12 +139,32 @@ MOE_CAMPAIGNS: tuple[Campaign, ...] = (
         ),
         description=(
             "public InferenceX sweep, MiniMax-M2.5 FP8 on H200 from 2026-03-13 (vllm/vllm-openai "
-            "0.16-0.18, --enable-expert-parallel, async scheduling on by default, no prefix "
-            "caching, bf16 KV cache); client benchmark_serving.py --random-range-ratio 0.8 "
-            "--num-prompts 10*CONC"
+            "0.16-0.18, --enable-expert-parallel, --gpu-memory-utilization 0.95, async "
+            "scheduling on by default, no prefix caching, bf16 KV cache); client "
+            "benchmark_serving.py --random-range-ratio 0.8 --num-prompts 10*CONC"
         ),
         **INFERENCEX_CLIENT,
         expert_parallel=True,
+        gpu_memory_utilization=0.95,
+        systems=("h200_sxm",),
+        models=("MiniMaxAI/MiniMax-M2.5",),
+    ),
+    MoECampaign(
+        name="inferencex-minimax-h200",
+        # the first H200 MiniMax-M2.5 script (2026-03-01): vllm serve with TP, the memory
+        # share and --max-model-len; no expert parallelism yet
+        pattern=(
+            r"(db-dump/\d{4}-\d{2}-\d{2}; config_id=\d+|"
+            r"source_file=\d{4}-\d{2}-\d{2}\.csv; model=MiniMax[^;]*); "
+        ),
+        description=(
+            "public InferenceX sweep, MiniMax-M2.5 FP8 on H200 before 2026-03-13 "
+            "(vllm/vllm-openai 0.16, --gpu-memory-utilization 0.95, async scheduling on by "
+            "default, bf16 KV cache); client benchmark_serving.py --random-range-ratio 0.8 "
+            "--num-prompts 10*CONC"
+        ),
+        **INFERENCEX_CLIENT,
+        gpu_memory_utilization=0.95,
         systems=("h200_sxm",),
         models=("MiniMaxAI/MiniMax-M2.5",),
     ),

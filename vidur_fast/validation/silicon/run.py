@@ -155,6 +155,9 @@ def _simulate(
             b = replace(b, num_requests=camp.requests_per_client * b.concurrency)
         if camp is not None and getattr(camp, "expert_parallel", False):
             b = replace(b, moe_ep=b.tp * b.attention_dp)
+        if camp is not None and camp.gpu_memory_utilization:
+            margin = round(1.0 - camp.gpu_memory_utilization, 9)
+            sim_cfg = replace(sim_cfg, memory_margin_fraction=margin)
         cfg = row_config(b, sim_cfg)
         if camp is not None and camp.kv_cache_dtype:
             cfg = replace(cfg, predictor=replace(cfg.predictor, kv_cache_dtype=camp.kv_cache_dtype))
