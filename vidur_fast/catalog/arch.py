@@ -347,6 +347,32 @@ class MoEParallel:
 
 # columns per scale block of the fp8_block format (128 x 128 blocks, DeepSeek-style checkpoints)
 FP8_BLOCK = 128
+# int4 weight-only checkpoints' scale group when the config states none
+INT4_GROUP = 128
+# Bytes per stored weight of each format, scales included: fp8_block one fp32 scale per
+# 128x128 block, mxfp4 one E8M0 scale per 32 values, nvfp4 one fp8 scale per 16 values (the
+# per-tensor scale is negligible); int4 weight-only adds one bf16 scale per group (the
+# checkpoint's group size, INT4_GROUP when unstated: weight_format_bytes).
+WEIGHT_FORMAT_BYTES = {
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    "fp8_block": 1.0 + 4 / (FP8_BLOCK * FP8_BLOCK),
+    "int8": 1.0,
+    "mxfp4": 0.5 + 1 / 32,
+    "nvfp4": 0.5 + 1 / 16,
+}
+
+
+def weight_format_bytes(fmt: str, group_size: int = 0) -> float:
+    """Bytes per stored weight of format fmt, scales included (ConfigError names the formats
+    when fmt is none of them)."""
+    if fmt == "int4_wo":
+        return 0.5 + 2 / (group_size or INT4_GROUP)
+    if fmt not in WEIGHT_FORMAT_BYTES:
+        allowed = ", ".join([*WEIGHT_FORMAT_BYTES, "int4_wo"])
+        raise ConfigError(f"predictor.precision: unknown weight format {fmt!r}; allowed: {allowed}")
+    return WEIGHT_FORMAT_BYTES[fmt]
 
 
 def expert_format(model: ModelSpec, precision: str) -> str:

@@ -3,6 +3,7 @@
 from dataclasses import dataclass
 
 from vidur_fast.catalog import DeviceSpec, ModelSpec
+from vidur_fast.catalog.arch import WEIGHT_FORMAT_BYTES, weight_format_bytes
 from vidur_fast.errors import ConfigError
 
 BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "fp8_block": 1}
@@ -184,29 +185,7 @@ def plan_request_slots(
 
 # ---- models beyond dense GQA: MoE weights per EP rank, MLA and sliding-window KV ----
 
-# Bytes per stored weight of each format, scales included: fp8_block one fp32 scale per
-# 128x128 block, mxfp4 one E8M0 scale per 32 values, nvfp4 one fp8 scale per 16 values (the
-# per-tensor scale is negligible); int4 weight-only adds one bf16 scale per group (the
-# checkpoint's group size, 128 when unstated).
-WEIGHT_FORMAT_BYTES = {
-    "bf16": 2.0,
-    "fp16": 2.0,
-    "fp8": 1.0,
-    "fp8_block": 1.0 + 4 / (128 * 128),
-    "int8": 1.0,
-    "mxfp4": 0.5 + 1 / 32,
-    "nvfp4": 0.5 + 1 / 16,
-}
 LINEAR_GROUPS = ("attention", "dense_mlp", "experts", "shared_experts")
-
-
-def weight_format_bytes(fmt: str, group_size: int = 0) -> float:
-    if fmt == "int4_wo":
-        return 0.5 + 2 / (group_size or 128)
-    if fmt not in WEIGHT_FORMAT_BYTES:
-        allowed = ", ".join([*WEIGHT_FORMAT_BYTES, "int4_wo"])
-        raise ConfigError(f"predictor.precision: unknown weight format {fmt!r}; allowed: {allowed}")
-    return WEIGHT_FORMAT_BYTES[fmt]
 
 
 def model_weight_bytes(

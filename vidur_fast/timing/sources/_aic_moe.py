@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from vidur_fast.catalog import DeviceSpec, ModelSpec
-from vidur_fast.catalog.arch import DENSE, MOE, MoEParallel, mlp_kinds
+from vidur_fast.catalog.arch import DENSE, MOE, MoEParallel, mlp_kinds, weight_format_bytes
 from vidur_fast.numerics import portable_math as pm
 from vidur_fast.timing.sources._aic_data import (
     SOURCE,
@@ -52,11 +52,9 @@ EXPERT_DTYPES = {
     "nvfp4": "nvfp4",
     "int4_wo": "int4_wo",
 }
-# bytes per stored expert weight (scales included) and the tensor-core peak each runs at
-WEIGHT_BYTES = {
-    "bfloat16": 2.0, "fp8": 1.0, "fp8_block": 1.0 + 4 / 128**2, "w4a16_mxfp4": 0.5 + 1 / 32,
-    "nvfp4": 0.5 + 1 / 16, "int4_wo": 0.5 + 2 / 128,
-}  # fmt: skip
+# bytes per stored expert weight (scales included; int4 in its default scale group) and the
+# tensor-core peak each runs at
+WEIGHT_BYTES = {dtype: weight_format_bytes(fmt) for fmt, dtype in EXPERT_DTYPES.items()}
 PEAK = {
     "bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "w4a16_mxfp4": "bf16",
     "nvfp4": "fp4", "int4_wo": "bf16",

@@ -25,13 +25,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from vidur_fast.catalog import get_device, get_model
-from vidur_fast.catalog.arch import MOE, mlp_kinds
+from vidur_fast.catalog.arch import MOE, WEIGHT_FORMAT_BYTES, mlp_kinds, weight_format_bytes
 from vidur_fast.errors import UserError
 from vidur_fast.numerics import portable_math as pm
 
-# bytes per weight by GEMM precision
-WEIGHT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "nvfp4": 0.5625,
-                "mxfp4": 0.53, "int8": 1.0, "int4_wo": 0.5}  # fmt: skip
+# bytes per stored weight by format, scales included (int4 in its default scale group)
+WEIGHT_BYTES = {**WEIGHT_FORMAT_BYTES, "int4_wo": weight_format_bytes("int4_wo")}
 # devices with FP4 tensor cores (dense FP4 peak = 2 x dense FP8 peak)
 FP4_DEVICES = ("b200", "b300", "gb200", "gb300")
 # prefill-utilisation above which a row is flagged (the prefill FLOPs exceed the dense peak)
