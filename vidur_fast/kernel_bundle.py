@@ -1,8 +1,8 @@
-"""Shipped machine code of the default run's kernels, copied into Numba's cache on a first run.
+"""Shipped machine code of the common runs' kernels, copied into Numba's cache on a first run.
 
 A first run otherwise compiles its kernels: the callees in parallel (engine/jit_plan.py),
 then the simulation loop itself, ~30 CPU-s of LLVM in one thread. `python -m
-vidur_fast.kernel_bundle build` compiles the default run in a fresh process with an empty Numba
+vidur_fast.kernel_bundle build` compiles the BUNDLED_RUNS in a fresh process with an empty Numba
 cache for the portable CPU target of this machine's triple (NUMBA_CPU_NAME=generic, no
 CPU features: code that runs on any CPU of that triple) and writes every cache entry it made
 into kernel_bundle.zip: the entries' machine code (Numba's .nbc files, as written), their
@@ -287,11 +287,26 @@ def drop_stale_kernels(packages=None, probe: str = "loop") -> int:
 
 # ---- building (python -m vidur_fast.kernel_bundle build) ----
 
+# The runs whose kernels are bundled, one loop variant each (kernels/loop.py loop_kernel):
+# the default run (vllm_v1, round robin), Sarathi (Vidur's default scheduler, so also
+# vidur-compat's first run) and vllm_v1 behind a router that reads the prefix caches. Other
+# variants compile their loop on first use, linking the bundled callees.
+BUNDLED_RUNS = ("the default run", "scheduler:sarathi", "router:prefix_aware")
 _BUILD = """
 import sys
+from dataclasses import replace
 from vidur_fast.api import simulate
-from vidur_fast.config.sim import OutputConfig, SimConfig
-simulate(SimConfig(output=OutputConfig(dir=sys.argv[1]), quiet=True))
+from vidur_fast.config.sim import OutputConfig, PrefixAwareRouter, SarathiScheduler, SimConfig
+from vidur_fast.config.workload import ClosedLoopWorkload
+base = SimConfig(output=OutputConfig(dir=sys.argv[1]), quiet=True)
+# a router that reads the caches needs prompts with block hashes: a pool of repeated prompts
+shared = ClosedLoopWorkload(num_requests=200, prompt_pool=20)
+for changes in (
+    {},
+    {"scheduler": SarathiScheduler()},
+    {"router": PrefixAwareRouter(), "workload": shared},
+):
+    simulate(replace(base, **changes))
 """
 
 
@@ -362,8 +377,8 @@ def portable_env(cache_dir: Path) -> dict:
 
 
 def build(path: Path = BUNDLE_FILE) -> None:
-    """Compile the default run for the portable target with an empty Numba cache and write
-    the bundle of what it cached (a CPU minute or two)."""
+    """Compile the BUNDLED_RUNS for the portable target with an empty Numba cache and write
+    the bundle of what it cached (a few CPU minutes)."""
     import subprocess
     import tempfile
 
@@ -371,7 +386,7 @@ def build(path: Path = BUNDLE_FILE) -> None:
         cache = Path(tmp) / "numba"
         cmd = [sys.executable, "-c", _BUILD, str(Path(tmp) / "out")]
         if subprocess.run(cmd, env=portable_env(cache)).returncode != 0:
-            sys.exit("compiling the default run failed")
+            sys.exit("compiling the bundled runs failed")
         meta = write_bundle(path, cache, PACKAGES, build_settings())
     n = len(meta["indexes"])
     print(f"{path.name}: {n} kernels, {path.stat().st_size / 1e6:.1f} MB", file=sys.stderr)

@@ -3,6 +3,7 @@ loaded without compiling; ignored when anything it was built from differs; and f
 
 import json
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -191,3 +192,41 @@ def test_the_shipped_bundle_is_of_these_kernels():
         meta = json.loads(zf.read("meta.json"))
     assert meta["sources"] == kernel_bundle.source_hashes(kernel_bundle.PACKAGES)
     assert meta["indexes"][0]["index"].startswith("loop._loop_entry.locals.run_nb-")
+
+
+# CLI arguments of each of kernel_bundle.BUNDLED_RUNS (small workloads)
+_BUNDLED_RUN_ARGS = {
+    "the default run": [],
+    "scheduler:sarathi": ["scheduler:sarathi"],
+    "router:prefix_aware": [
+        "router:prefix_aware",
+        "workload:closed_loop",
+        "--workload.prompt-pool",
+        "5",
+    ],
+}
+
+
+def test_the_shipped_bundle_holds_one_loop_per_bundled_run():
+    if not kernel_bundle.BUNDLE_FILE.exists():
+        pytest.skip("no kernel bundle in this checkout")
+    with zipfile.ZipFile(kernel_bundle.BUNDLE_FILE) as zf:
+        keys = pickle.loads(zf.read("keys.pkl"))
+    assert len(keys[0]) == len(kernel_bundle.BUNDLED_RUNS)  # the loop's index comes first
+    assert set(_BUNDLED_RUN_ARGS) == set(kernel_bundle.BUNDLED_RUNS)
+
+
+@pytest.mark.parametrize("run", kernel_bundle.BUNDLED_RUNS)
+def test_a_bundled_run_compiles_nothing_on_its_first_run(run, tmp_path):
+    """With an empty Numba cache each bundled configuration loads its kernels from the
+    bundle: nothing is compiled (a run whose loop is not bundled says it is compiling)."""
+    if not kernel_bundle.BUNDLE_FILE.exists():
+        pytest.skip("no kernel bundle in this checkout")
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    env.pop("VIDUR_FAST_KERNEL_BUNDLE", None)
+    args = [*_BUNDLED_RUN_ARGS[run], "--workload.num-requests", "40"]
+    cmd = [sys.executable, "-m", "vidur_fast", *args, "--output.dir", str(tmp_path / "out")]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "kernels loaded in" in done.stderr
+    assert "compiling" not in done.stderr and "compiled the simulation loop" not in done.stderr
