@@ -54,6 +54,21 @@ INFERENCEX_CLIENT = dict(
     greedy=True,
 )
 
+# The sweep's MiniMax-M2.5 rows (its two record formats), and what every H200 script of the
+# rows' dates passed besides the client settings: --gpu-memory-utilization 0.95. (The scripts
+# left vLLM's prefix cache on until 2026-03-28; the random prompts share no prefix, and the
+# group's simulated TTFT and TPOT errors are the same with it on.)
+MINIMAX_ROWS = (
+    r"(db-dump/\d{4}-\d{2}-\d{2}; config_id=\d+|"
+    r"source_file=\d{4}-\d{2}-\d{2}\.csv; model=MiniMax[^;]*); "
+)
+MINIMAX_H200 = dict(
+    **INFERENCEX_CLIENT,
+    gpu_memory_utilization=0.95,
+    systems=("h200_sxm",),
+    models=("MiniMaxAI/MiniMax-M2.5",),
+)
+
 MOE_CAMPAIGNS: tuple[Campaign, ...] = (
     Campaign(
         name="inferencex-moe-c512",
@@ -132,41 +147,29 @@ MOE_CAMPAIGNS: tuple[Campaign, ...] = (
         # that ep (1); vLLM could not have run the rows' moe_tp 8 (an expert's 1536 columns
         # over 8 GPUs leave 192 per GPU, not a multiple of the FP8 checkpoint's 128-column
         # blocks, which vLLM refuses).
-        pattern=(
-            r"(db-dump/\d{4}-\d{2}-\d{2}; config_id=\d+|"
-            r"source_file=\d{4}-\d{2}-\d{2}\.csv; model=MiniMax[^;]*); "
-            r"silicon_concurrency=\d+; measured=2026-(03-(1[3-9]|[23]\d)|(0[4-9]|1[0-2])-\d{2})"
-        ),
+        pattern=MINIMAX_ROWS
+        + r"silicon_concurrency=\d+; measured=2026-(03-(1[3-9]|[23]\d)|(0[4-9]|1[0-2])-\d{2})",
         description=(
             "public InferenceX sweep, MiniMax-M2.5 FP8 on H200 from 2026-03-13 (vllm/vllm-openai "
             "0.16-0.18, --enable-expert-parallel, --gpu-memory-utilization 0.95, async "
-            "scheduling on by default, no prefix caching, bf16 KV cache); client "
-            "benchmark_serving.py --random-range-ratio 0.8 --num-prompts 10*CONC"
+            "scheduling on by default, bf16 KV cache); client benchmark_serving.py "
+            "--random-range-ratio 0.8 --num-prompts 10*CONC"
         ),
-        **INFERENCEX_CLIENT,
+        **MINIMAX_H200,
         expert_parallel=True,
-        gpu_memory_utilization=0.95,
-        systems=("h200_sxm",),
-        models=("MiniMaxAI/MiniMax-M2.5",),
     ),
     MoECampaign(
         name="inferencex-minimax-h200",
         # the first H200 MiniMax-M2.5 script (2026-03-01): vllm serve with TP, the memory
         # share and --max-model-len; no expert parallelism yet
-        pattern=(
-            r"(db-dump/\d{4}-\d{2}-\d{2}; config_id=\d+|"
-            r"source_file=\d{4}-\d{2}-\d{2}\.csv; model=MiniMax[^;]*); "
-        ),
+        pattern=MINIMAX_ROWS,
         description=(
             "public InferenceX sweep, MiniMax-M2.5 FP8 on H200 before 2026-03-13 "
             "(vllm/vllm-openai 0.16, --gpu-memory-utilization 0.95, async scheduling on by "
             "default, bf16 KV cache); client benchmark_serving.py --random-range-ratio 0.8 "
             "--num-prompts 10*CONC"
         ),
-        **INFERENCEX_CLIENT,
-        gpu_memory_utilization=0.95,
-        systems=("h200_sxm",),
-        models=("MiniMaxAI/MiniMax-M2.5",),
+        **MINIMAX_H200,
     ),
     Campaign(
         name="inferencex-moe",
