@@ -70,8 +70,10 @@ def test_quantization_the_moe_tables_lack(tmp_path, capsys):
 
 def test_corpus_row_with_an_inconsistent_split_is_not_simulated():
     rec = {"attention_dp_size": "2", "moe_tp_size": "1", "moe_ep_size": "2"}
-    dp, ep, _, reason = moe_row_settings(Path("x.csv"), 0, rec, "Qwen/Qwen3-235B-A22B-FP8", 4)
-    assert (dp, ep) == (2, 2)
+    dp, ep, _, reason, conflict = moe_row_settings(
+        Path("x.csv"), 0, rec, "Qwen/Qwen3-235B-A22B-FP8", 4
+    )
+    assert (dp, ep, conflict) == (2, 2, "")
     assert "moe_tp_size x moe_ep_size = 1 x 2 is not tp_size x attention_dp_size = 4 x 2" in reason
 
 

@@ -47,11 +47,14 @@ def test_installed_sample_is_found_and_mapped(rows):
         r for r in moe_vllm
         if "MiniMax" in r.bench.model and r.bench.device in ("h100_sxm", "h200_sxm")
     ]  # fmt: skip
-    dp4 = [r for r in moe if r.bench.device == "h100_sxm" and r.bench.attention_dp == 4]
-    # filed with attention DP 4 x moe_ep 16 (16 GPUs) under ids stating tp4_ep4: not simulated
-    assert len(dp4) == 15 and all("the id states tp4 ep4" in r.skipped for r in dp4)
-    assert not any(r.skipped for r in moe if r not in dp4)
-    assert all(r.bench.precision == "fp8_block" for r in moe if r not in dp4)  # checkpoint
+    dp4 = [r for r in moe if "the id states tp4 ep4" in r.label_conflict]
+    # filed with attention DP 4 x moe_ep 16 (16 GPUs) under ids stating tp4_ep4: read with the
+    # id's layout, and skipped unless the campaign says that layout ran (run.py)
+    assert len(dp4) == 15 and all(r.skipped == r.label_conflict for r in dp4)
+    assert all(r.bench.device == "h100_sxm" for r in dp4)
+    assert {(r.bench.tp, r.bench.attention_dp, r.bench.moe_ep) for r in dp4} == {(4, 1, 4)}
+    assert not any(r.skipped or r.label_conflict for r in moe if r not in dp4)
+    assert all(r.bench.precision == "fp8_block" for r in moe)  # the checkpoint's
     qwen_moe = [r for r in moe_vllm if "Qwen3-235B" in r.bench.model]
     # attention_dp_size empty: DP implied by moe_tp x moe_ep = tp x dp
     assert {(r.bench.tp, r.bench.attention_dp, r.bench.moe_ep) for r in qwen_moe} == {
@@ -226,6 +229,31 @@ def test_minimax_h200_rows_from_march_13_run_expert_parallel(rows):
     assert all("measured=2026-03-01" in r.source for r in tp)
     # the corpus says moe_ep 1 for all of them
     assert {r.bench.moe_ep for r in minimax} == {1}
+
+
+def test_minimax_h100_rows_filed_with_attention_dp_run_the_sweeps_layout(rows, tmp_path):
+    """The sweep's MiniMax-M2.5 H100 config ({tp: 4, ep: 4}, no dp-attn) and script (TP with
+    --enable-expert-parallel) ran 4 GPUs: the 15 rows its 2026-04-06 file states as attention
+    DP 4 x moe_ep 16 are simulated as their ids say, TP 4 EP 4; without campaign facts they
+    stay skipped with the conflict as the reason."""
+    from vidur_fast.validation.run import ValidateConfig
+    from vidur_fast.validation.silicon.moe_campaigns import moe_campaign_for
+    from vidur_fast.validation.silicon.run import SiliconValidateConfig, _simulate_rows
+
+    conflicted = [
+        r for r in rows
+        if r.label_conflict and r.bench.device == "h100_sxm" and r.bench.backend == "vllm"
+        and r.bench.mode == "agg"
+    ]  # fmt: skip
+    assert len(conflicted) == 15
+    assert {moe_campaign_for(r).name for r in conflicted} == {"inferencex-minimax-h100"}
+    one = [min(conflicted, key=lambda r: r.bench.isl * r.bench.concurrency)]
+    sim_cfg = ValidateConfig(csv="silicon_sample.csv")
+    (done,) = _simulate_rows(one, SiliconValidateConfig(), sim_cfg, tmp_path, None)
+    assert done["skipped"] == "" and done["sim_tpot_ms"] > 0
+    facts_off = SiliconValidateConfig(campaign_facts=False)
+    (held,) = _simulate_rows(one, facts_off, sim_cfg, tmp_path, None)
+    assert "the id states tp4 ep4" in held["skipped"]
 
 
 def test_campaign_memory_share_reaches_the_simulation(rows, monkeypatch, tmp_path):

@@ -40,6 +40,10 @@ class MoECampaign(Campaign):
     expert_parallel: bool = False
     """The servers pass `--enable-expert-parallel` whatever the row's moe columns say: each
     expert whole on one of the tp x attention-dp GPUs (moe_ep = tp x dp, moe_tp 1)."""
+    layout_from_id: bool = False
+    """The sweep's config and script ran the layout the row's id states (tp{N}_ep{M}: N GPUs,
+    experts over M, no attention DP) where the columns state another (sample.SiliconRow
+    label_conflict): such rows are simulated with the id's layout instead of skipped."""
 
 
 # What every InferenceX MoE server and client of the sweep ran: benchmark_serving.py drawing
@@ -170,6 +174,25 @@ MOE_CAMPAIGNS: tuple[Campaign, ...] = (
             "--num-prompts 10*CONC"
         ),
         **MINIMAX_H200,
+    ),
+    MoECampaign(
+        name="inferencex-minimax-h100",
+        # .github/configs/nvidia-master.yaml, minimaxm2.5-fp8-h100-vllm (2026-03-27): search
+        # space {tp: 4, ep: 4}, no dp-attn; benchmarks/single_node/minimaxm2.5_fp8_h100.sh
+        # runs vllm serve --tensor-parallel-size $TP with --enable-expert-parallel when
+        # EP_SIZE > 1 and no data parallelism: 4 GPUs. The sweep's 2026-04-06 file states
+        # attention DP 4 x moe_ep 16 for its copies of these runs (its ids say tp4_ep4).
+        pattern=MINIMAX_ROWS,
+        description=(
+            "public InferenceX sweep, MiniMax-M2.5 FP8 on H100 (vllm/vllm-openai 0.18, TP 4 "
+            "with --enable-expert-parallel on 4 GPUs, --max-num-seqs 256, cudagraph_mode "
+            "PIECEWISE, async scheduling on by default, no prefix caching, bf16 KV cache); "
+            "client benchmark_serving.py --random-range-ratio 0.8 --num-prompts 10*CONC"
+        ),
+        **INFERENCEX_CLIENT,
+        layout_from_id=True,
+        systems=("h100_sxm",),
+        models=("MiniMaxAI/MiniMax-M2.5",),
     ),
     Campaign(
         name="inferencex-moe",

@@ -222,6 +222,9 @@ def _simulate_rows(rows, cfg: SiliconValidateConfig, sim_cfg: ValidateConfig, tm
         sim_ttft = sim_tpot = math.nan
         off: tuple[str, ...] = ()
         camp = campaign_for(r) or moe_campaign_for(r)
+        by_label = bool(r.label_conflict) and reason == r.label_conflict
+        if by_label and cfg.campaign_facts and getattr(camp, "layout_from_id", False):
+            reason = ""  # the campaign ran the layout the id states, which b holds
         if not reason and camp is not None and camp.held_out and cfg.campaign_facts:
             if not cfg.prompt_pool:
                 reason = f"held out: {camp.held_out}"
@@ -232,7 +235,7 @@ def _simulate_rows(rows, cfg: SiliconValidateConfig, sim_cfg: ValidateConfig, tm
         phys = None
         # the check counts dense layers on one replica (not a prefill/decode split); MoE rows
         # get its decode side, with the experts the step's tokens reach
-        if not r.skipped and b.pd is None:
+        if (not r.skipped or not reason) and b.pd is None:
             try:
                 device = resolve_device(b.device)
             except UserError:

@@ -50,6 +50,9 @@ class SiliconRow:
     """The source states the client concurrency (else batch_size stands in for it)."""
     skipped: str = ""
     """Why the row is not simulated before any simulation is tried ("" = try it)."""
+    label_conflict: str = ""
+    """The row's id states another GPU layout than its columns (the text says how); bench then
+    holds the id's layout, and skipped is this text unless something else stops the row."""
 
 
 def sample_path() -> Path:
@@ -133,13 +136,17 @@ def _ms(path: Path, i: int, col: str, v) -> float:
 
 
 def moe_row_settings(path: Path, i: int, rec: dict, model: str, tp: int):
-    """(attention_dp, moe_ep, GEMM precision, skip reason) of a MoE row.
+    """(attention_dp, moe_ep, GEMM precision, skip reason, label conflict) of a MoE row.
 
     The corpus states moe_tp_size and moe_ep_size and, on most campaigns, attention_dp_size;
     where that is empty the DP degree is the one the expert split implies (vLLM splits the
     experts over all tp x dp GPUs: moe_tp x moe_ep = tp x dp). The GEMM precision of the
     attention and dense layers is the checkpoint's (gpt-oss keeps attention in bf16 although
-    the corpus labels its rows nvfp4); the experts run in the checkpoint's expert format."""
+    the corpus labels its rows nvfp4); the experts run in the checkpoint's expert format.
+    When the row's id (the sweep's own label, tp{N}_ep{M}) states another layout than its
+    columns, the settings are the id's (N GPUs, experts over M of them, no attention DP) and
+    the label conflict says so: the row is then skipped unless its campaign states that the
+    id's layout is what ran (MoECampaign.layout_from_id)."""
     from vidur_fast.catalog import get_model
     from vidur_fast.errors import UserError
 
@@ -149,37 +156,36 @@ def moe_row_settings(path: Path, i: int, rec: dict, model: str, tp: int):
     if dp is None:
         dp = (mtp or tp) * mep // tp if ((mtp or tp) * mep) % tp == 0 else 1
     stated = re.search(r"_tp(\d+)(?:_0)?_ep(\d+)(?:_0)?_", _str(rec.get("id")))
+    conflict = ""
     if stated and (int(stated.group(1)), int(stated.group(2))) != (tp, mep):
         # InferenceX rows filed with attention DP: the id (the sweep's own label) states
         # tp{N}_ep{M} on N GPUs while the columns state tp x dp = 16 GPUs; their
         # measurements repeat the same sweep's rows filed without DP
-        why = (
+        conflict = (
             f"the id states tp{stated.group(1)} ep{stated.group(2)}, the columns tp_size {tp} "
             f"x attention_dp_size {dp} with moe_ep_size {mep}: the GPU count is not recorded "
             "consistently"
         )
-        return dp, mep, "", why
+        if int(stated.group(1)) != tp:
+            return dp, mep, "", conflict, conflict
+        dp, mep, mtp = 1, int(stated.group(2)), None
     if mtp is not None and mtp * mep != tp * dp:
-        return (
-            dp,
-            mep,
-            "",
-            (
-                f"moe_tp_size x moe_ep_size = {mtp} x {mep} is not tp_size x attention_dp_size "
-                f"= {tp} x {dp}"
-            ),
+        why = (
+            f"moe_tp_size x moe_ep_size = {mtp} x {mep} is not tp_size x attention_dp_size "
+            f"= {tp} x {dp}"
         )
+        return dp, mep, "", why, conflict
     try:
         spec = get_model(model)
     except UserError as exc:
-        return dp, mep, "", str(exc).splitlines()[0]
+        return dp, mep, "", str(exc).splitlines()[0], conflict
     if spec.quantization and "attention" in spec.quantized_groups:
         prec = spec.quantization
     elif spec.quantization:
         prec = ""  # only the experts (and MLPs) are quantized: attention stays bf16
     else:
         prec = stated_quantization(model) or ""
-    return dp, mep, prec, ""
+    return dp, mep, prec, conflict, conflict
 
 
 def _unstated_moe_ep(model: str, gpus: int) -> int:
@@ -267,10 +273,12 @@ def read_silicon_sample(path: str | Path | None = None) -> list[SiliconRow]:
         precision = (
             _str(rec["gemm_quant_mode"]) or _str(rec["precision"]) or stated_quantization(model)
         ).lower() or "bf16"
-        skipped = ""
+        skipped = label_conflict = ""
         dp, ep, sim_precision = 1, 1, "" if precision == "bf16" else precision
         if is_moe(model):
-            dp, ep, sim_precision, skipped = moe_row_settings(path, i, rec, model, tp or 1)
+            dp, ep, sim_precision, skipped, label_conflict = moe_row_settings(
+                path, i, rec, model, tp or 1
+            )
         pd_layout = None
         if mode == "disagg":
             pd_layout, why = pd_row_layout(path, i, rec, is_moe(model), model)
@@ -322,6 +330,7 @@ def read_silicon_sample(path: str | Path | None = None) -> list[SiliconRow]:
                 measured=src.get("measured", "")[:10],
                 concurrency_recorded=conc is not None,
                 skipped=skipped,
+                label_conflict=label_conflict,
             )
         )
     return rows
