@@ -112,9 +112,10 @@ def group_key(r: SiliconRow) -> tuple[str, str, str]:
     return (r.bench.model, r.bench.device, r.precision)
 
 
-def _prefilter(r: SiliconRow) -> str:
-    if r.skipped:
-        return r.skipped
+def _prefilter(r: SiliconRow, skipped: str) -> str:
+    """Why row r is not simulated before trying (skipped: its reason from reading, or "")."""
+    if skipped:
+        return skipped
     if is_moe(r.bench.model):  # simulated in the checkpoint's formats (sample.moe_row_settings)
         return ""
     if r.precision not in MODELLED_PRECISIONS:
@@ -218,13 +219,14 @@ def _simulate_rows(rows, cfg: SiliconValidateConfig, sim_cfg: ValidateConfig, tm
     recs = []
     for r in rows:
         b = r.bench
-        reason = _prefilter(r)
+        camp = campaign_for(r) or moe_campaign_for(r)
+        skipped = r.skipped
+        by_label = bool(r.label_conflict) and skipped == r.label_conflict
+        if by_label and cfg.campaign_facts and getattr(camp, "layout_from_id", False):
+            skipped = ""  # the campaign ran the layout the id states, which b holds
+        reason = _prefilter(r, skipped)
         sim_ttft = sim_tpot = math.nan
         off: tuple[str, ...] = ()
-        camp = campaign_for(r) or moe_campaign_for(r)
-        by_label = bool(r.label_conflict) and reason == r.label_conflict
-        if by_label and cfg.campaign_facts and getattr(camp, "layout_from_id", False):
-            reason = ""  # the campaign ran the layout the id states, which b holds
         if not reason and camp is not None and camp.held_out and cfg.campaign_facts:
             if not cfg.prompt_pool:
                 reason = f"held out: {camp.held_out}"
@@ -235,7 +237,7 @@ def _simulate_rows(rows, cfg: SiliconValidateConfig, sim_cfg: ValidateConfig, tm
         phys = None
         # the check counts dense layers on one replica (not a prefill/decode split); MoE rows
         # get its decode side, with the experts the step's tokens reach
-        if (not r.skipped or not reason) and b.pd is None:
+        if not skipped and b.pd is None:
             try:
                 device = resolve_device(b.device)
             except UserError:

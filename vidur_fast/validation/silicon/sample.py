@@ -136,7 +136,8 @@ def _ms(path: Path, i: int, col: str, v) -> float:
 
 
 def moe_row_settings(path: Path, i: int, rec: dict, model: str, tp: int):
-    """(attention_dp, moe_ep, GEMM precision, skip reason, label conflict) of a MoE row.
+    """(attention_dp, moe_ep, GEMM precision, skip reason, label conflict) of a MoE row; the
+    skip reason says why the row cannot be simulated at all.
 
     The corpus states moe_tp_size and moe_ep_size and, on most campaigns, attention_dp_size;
     where that is empty the DP degree is the one the expert split implies (vLLM splits the
@@ -166,8 +167,8 @@ def moe_row_settings(path: Path, i: int, rec: dict, model: str, tp: int):
             f"x attention_dp_size {dp} with moe_ep_size {mep}: the GPU count is not recorded "
             "consistently"
         )
-        if int(stated.group(1)) != tp:
-            return dp, mep, "", conflict, conflict
+        if int(stated.group(1)) != tp:  # the id's layout cannot be taken either
+            return dp, mep, "", conflict, ""
         dp, mep, mtp = 1, int(stated.group(2)), None
     if mtp is not None and mtp * mep != tp * dp:
         why = (
@@ -185,7 +186,7 @@ def moe_row_settings(path: Path, i: int, rec: dict, model: str, tp: int):
         prec = ""  # only the experts (and MLPs) are quantized: attention stays bf16
     else:
         prec = stated_quantization(model) or ""
-    return dp, mep, prec, conflict, conflict
+    return dp, mep, prec, "", conflict
 
 
 def _unstated_moe_ep(model: str, gpus: int) -> int:
@@ -279,6 +280,7 @@ def read_silicon_sample(path: str | Path | None = None) -> list[SiliconRow]:
             dp, ep, sim_precision, skipped, label_conflict = moe_row_settings(
                 path, i, rec, model, tp or 1
             )
+            skipped = skipped or label_conflict
         pd_layout = None
         if mode == "disagg":
             pd_layout, why = pd_row_layout(path, i, rec, is_moe(model), model)
