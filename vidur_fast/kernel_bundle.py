@@ -287,27 +287,16 @@ def drop_stale_kernels(packages=None, probe: str = "loop") -> int:
 
 # ---- building (python -m vidur_fast.kernel_bundle build) ----
 
-# The runs whose kernels are bundled, one loop variant each (kernels/loop.py loop_kernel):
-# the default run (vllm_v1, round robin), Sarathi (Vidur's default scheduler, so also
-# vidur-compat's first run) and vllm_v1 behind a router that reads the prefix caches. Other
+# The runs whose kernels are bundled, as `vidur-fast` arguments, one loop variant each
+# (kernels/loop.py loop_kernel): the default run (vllm_v1, round robin), Sarathi (Vidur's
+# default scheduler, so also vidur-compat's first run) and vllm_v1 behind a router that reads
+# the prefix caches (which needs prompts with block hashes: a pool of repeated prompts). Other
 # variants compile their loop on first use, linking the bundled callees.
-BUNDLED_RUNS = ("the default run", "scheduler:sarathi", "router:prefix_aware")
-_BUILD = """
-import sys
-from dataclasses import replace
-from vidur_fast.api import simulate
-from vidur_fast.config.sim import OutputConfig, PrefixAwareRouter, SarathiScheduler, SimConfig
-from vidur_fast.config.workload import ClosedLoopWorkload
-base = SimConfig(output=OutputConfig(dir=sys.argv[1]), quiet=True)
-# a router that reads the caches needs prompts with block hashes: a pool of repeated prompts
-shared = ClosedLoopWorkload(num_requests=200, prompt_pool=20)
-for changes in (
-    {},
-    {"scheduler": SarathiScheduler()},
-    {"router": PrefixAwareRouter(), "workload": shared},
-):
-    simulate(replace(base, **changes))
-"""
+BUNDLED_RUNS = (
+    (),
+    ("scheduler:sarathi",),
+    ("router:prefix_aware", "workload:closed_loop", "--workload.prompt-pool", "5"),
+)
 
 
 def _entries_of(cache_dir: Path, roots) -> list[tuple[str, str, list]]:
@@ -384,9 +373,11 @@ def build(path: Path = BUNDLE_FILE) -> None:
 
     with tempfile.TemporaryDirectory(prefix="vidur-fast-kernel-bundle-") as tmp:
         cache = Path(tmp) / "numba"
-        cmd = [sys.executable, "-c", _BUILD, str(Path(tmp) / "out")]
-        if subprocess.run(cmd, env=portable_env(cache)).returncode != 0:
-            sys.exit("compiling the bundled runs failed")
+        for i, args in enumerate(BUNDLED_RUNS):
+            out = ["--quiet", "--output.dir", str(Path(tmp) / f"out{i}")]
+            cmd = [sys.executable, "-m", "vidur_fast", *args, *out]
+            if subprocess.run(cmd, env=portable_env(cache)).returncode != 0:
+                sys.exit(f"compiling the bundled run {' '.join(args) or '(default)'} failed")
         meta = write_bundle(path, cache, PACKAGES, build_settings())
     n = len(meta["indexes"])
     print(f"{path.name}: {n} kernels, {path.stat().st_size / 1e6:.1f} MB", file=sys.stderr)
