@@ -2,7 +2,7 @@
 
 A first run otherwise compiles its kernels: the callees in parallel (engine/jit_plan.py),
 then the simulation loop itself, ~30 CPU-s of LLVM in one thread. `python -m
-vidur_fast.kernel_bundle build` compiles the BUNDLED_RUNS in a fresh process with an empty Numba
+vidur_fast.kernel_bundle build` runs the BUNDLED_RUNS in fresh processes with an empty Numba
 cache for the portable CPU target of this machine's triple (NUMBA_CPU_NAME=generic, no
 CPU features: code that runs on any CPU of that triple) and writes every cache entry it made
 into kernel_bundle.zip: the entries' machine code (Numba's .nbc files, as written), their
