@@ -102,6 +102,42 @@ def _sync_events_nb(reps):
     tree_build_nb(reps.ev_key, reps.ev_node)
 
 
+@njit(cache=True, nogil=True, _nrt=False)
+def _refresh_group_nb(reps, r, g):
+    """Re-key the DP engine of replica r (g ranks from its first, which holds the engine's
+    event: the earliest wake or batch end of any rank; the other ranks stay NEVER).
+
+    Mutates: reps.ev_key, reps.ev_node.
+    Returns: nothing.
+    """
+    r0 = r - r % g
+    t = NEVER
+    for k in range(g):
+        x = _replica_next_ns_nb(reps, r0 + k)
+        if x < t:
+            t = x
+    tree_set_nb(reps.ev_key, reps.ev_node, r0, t)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _sync_group_events_nb(reps, g):
+    """_sync_events_nb for DP engines of g ranks: each engine keyed on its first rank.
+
+    Mutates: reps.ev_key, reps.ev_node.
+    Returns: nothing.
+    """
+    for r in range(reps.wake.shape[0]):
+        reps.ev_key[r] = NEVER
+    for r0 in range(0, reps.wake.shape[0], g):
+        t = NEVER
+        for k in range(g):
+            x = _replica_next_ns_nb(reps, r0 + k)
+            if x < t:
+                t = x
+        reps.ev_key[r0] = t
+    tree_build_nb(reps.ev_key, reps.ev_node)
+
+
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _batch_features_nb(reps, reqs, tp, p, r, s, policy):
     """Timing features of the batch just formed in slot s of replica r.
@@ -139,6 +175,26 @@ def _batch_features_nb(reps, reqs, tp, p, r, s, policy):
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _async_step_nb(reps, r, ms, host_ms, now_ns):
+    """A step of ms GPU time (host time host_ms included) formed at now on replica r under
+    async scheduling: only the host time that outlasts the step in flight delays the GPU.
+
+    Mutates: nothing.
+    Returns: (duration ns, end ns).
+    """
+    dur = np.int64(round(ms * NS_PER_MS))
+    if dur < 1:
+        dur = 1
+    host = np.int64(round(host_ms * NS_PER_MS))
+    if host > dur - 1:
+        host = dur - 1
+    gpu_start = now_ns + host
+    if reps.stage_free[r, 0] > gpu_start:
+        gpu_start = reps.stage_free[r, 0]
+    return dur, gpu_start + dur - host
+
+
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _run_stages_nb(reps, grids, tp, p, r, n_tok, n_dec, dec_kv, n_pre, pre_kv, pre_sq, now_ns):
     """Run a batch formed at now through replica r's pipeline stages.
 
@@ -159,16 +215,7 @@ def _run_stages_nb(reps, grids, tp, p, r, n_tok, n_dec, dec_kv, n_pre, pre_kv, p
         # outlasts it delays the GPU. pp = 1 here.
         last = np.bool_(True)  # not a literal: one compiled stage_time_ms_nb for both paths
         ms = stage_time_ms_nb(grids, tp, n_tok, n_dec, dec_kv, n_pre, pre_kv, pre_sq, last)
-        dur = np.int64(round(ms * NS_PER_MS))
-        if dur < 1:
-            dur = 1
-        host = np.int64(round(host_time_ms_nb(tp, n_dec + n_pre) * NS_PER_MS))
-        if host > dur - 1:
-            host = dur - 1
-        gpu_start = now_ns + host
-        if reps.stage_free[r, 0] > gpu_start:
-            gpu_start = reps.stage_free[r, 0]
-        end = gpu_start + dur - host
+        dur, end = _async_step_nb(reps, r, ms, host_time_ms_nb(tp, n_dec + n_pre), now_ns)
         exec_ns = end - start0
         model_ns = dur - cpu_ns
         first_dur = exec_ns
@@ -195,6 +242,28 @@ def _run_stages_nb(reps, grids, tp, p, r, n_tok, n_dec, dec_kv, n_pre, pre_kv, p
         exec_ns += dur
     model_ns = exec_ns - cpu_ns * p.pp
     return start0, t, gaps, exec_ns, model_ns, first_dur, log_start
+
+
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _account_batch_nb(reps, reqs, r, s, now_ns, start0, end, gaps, exec_ns, model_ns):
+    """The requests of the batch in slot s of replica r, launched at now and running from
+    start0 to end: first scheduling, time preempted (waiting since their last stage and gaps
+    between stages), execution and model time, running.
+
+    Mutates: reqs (hot times, status).
+    Returns: nothing.
+    """
+    for k in range(reps.bat_n[r, s]):
+        i = reps.bat_req[r, s, k]
+        if reqs.hot[i, H_SCHED_NS] == NEVER:
+            reqs.hot[i, H_SCHED_NS] = now_ns
+        if reqs.hot[i, H_LAST_STAGE_END_NS] != 0:
+            reqs.hot[i, H_PREEMPT_NS] += start0 - reqs.hot[i, H_LAST_STAGE_END_NS]
+        reqs.hot[i, H_PREEMPT_NS] += gaps
+        reqs.hot[i, H_EXEC_NS] += exec_ns
+        reqs.hot[i, H_MODEL_NS] += model_ns
+        reqs.hot[i, H_LAST_STAGE_END_NS] = end
+        reqs.status[i] = ReqStatus.RUNNING
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
@@ -238,17 +307,7 @@ def _launch_timed_nb(reps, reqs, log, grids, tp, p, r, s, now_ns, policy):
     start0, end, gaps, exec_ns, model_ns, first_dur, log_start = _run_stages_nb(
         reps, grids, tp, p, r, n_tok, n_dec, dec_kv, n_pre, pre_kv, pre_sq, now_ns
     )
-    for k in range(reps.bat_n[r, s]):
-        i = reps.bat_req[r, s, k]
-        if reqs.hot[i, H_SCHED_NS] == NEVER:
-            reqs.hot[i, H_SCHED_NS] = now_ns
-        if reqs.hot[i, H_LAST_STAGE_END_NS] != 0:
-            reqs.hot[i, H_PREEMPT_NS] += start0 - reqs.hot[i, H_LAST_STAGE_END_NS]
-        reqs.hot[i, H_PREEMPT_NS] += gaps
-        reqs.hot[i, H_EXEC_NS] += exec_ns
-        reqs.hot[i, H_MODEL_NS] += model_ns
-        reqs.hot[i, H_LAST_STAGE_END_NS] = end
-        reqs.status[i] = ReqStatus.RUNNING
+    _account_batch_nb(reps, reqs, r, s, now_ns, start0, end, gaps, exec_ns, model_ns)
     reps.bat_end[r, s] = end
     reps.bat_seq[r, s] = reps.n_batches[r]
     reps.bat_npre[r, s] = pre_tok
@@ -341,6 +400,166 @@ def _finish_batch_nb(reps, kv, reqs, hist, cl, p, pools, pd, r, s, now_ns, polic
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _form_group_step_nb(reps, kv, reqs, log, p, r0, s, now_ns, policy):
+    """Each DP rank of the engine at r0 (p.dp_group ranks) schedules its next step into slot
+    s; a rank whose batch has requests gets its batch-log row (times filled at launch).
+
+    Mutates: reps, kv, reqs (scheduling), log (rows of the ranks with requests).
+    Returns: requests scheduled over all ranks.
+    """
+    total = 0
+    for k in range(p.dp_group):
+        r = r0 + k
+        pre0 = reps.preemptions[r]
+        hit0 = kv.hit_tokens[r]
+        while True:
+            pre = reps.preemptions[r]
+            n = schedule_nb(reps, kv, reqs, p, r, s, now_ns, policy)
+            # a step that only preempted: schedule again at once (an empty step costs 0)
+            if n == 0 and reps.preemptions[r] != pre and reps.inflight[r] == 0:
+                continue
+            break
+        if n == 0:
+            continue
+        total += n
+        c = log.n[0]
+        log.replica[c] = r
+        log.size[c] = n
+        log.alloc_blocks[c] = reps.alloc_blocks[r]
+        log.waiting[c] = reps.wq_len[r]
+        log.preempted[c] = reps.preemptions[r] - pre0
+        log.n_cached_tokens[c] = kv.hit_tokens[r] - hit0
+        log.n[0] = c + 1
+    return total
+
+
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _launch_group_nb(reps, reqs, log, grids, tp, p, r0, s, now_ns, policy, c0):
+    """Time the step just formed in slot s by the DP ranks of the engine at r0 and account it
+    on every rank; rows c0.. of the log are those of the ranks with requests, in rank order.
+
+    NOTE(vllm): the DP ranks of an engine step together: each pads its tokens to the most any
+    rank has (the MoE layers gather every rank's tokens), so the token ops of every rank run at
+    that count, each rank's attention at its own requests; the step lasts as long as the
+    slowest rank's, and a rank with no requests runs a dummy step (its tokens padded, no
+    attention, no sampling) that is not a batch of the log.
+    Mutates: reps (slot ends, stages, counters), reqs (times, status), log (rows c0..),
+    grids.counters.
+    Returns: nothing.
+    """
+    g = p.dp_group
+    n_max = np.int64(0)
+    for k in range(g):
+        r = r0 + k
+        n_tok = np.int64(0)
+        for j in range(reps.bat_n[r, s]):
+            n_tok += reps.bat_tok[r, s, j]
+        if n_tok > n_max:
+            n_max = n_tok
+    zero = np.int64(0)
+    ms = 0.0
+    host_ms = 0.0
+    for k in range(g):
+        r = r0 + k
+        if reps.bat_n[r, s] > 0:
+            _, n_dec, dec_kv, n_pre, pre_kv, pre_sq, _ = _batch_features_nb(
+                reps, reqs, tp, p, r, s, policy
+            )
+            m = stage_time_ms_nb(
+                grids, tp, n_max, n_dec, dec_kv, n_pre, pre_kv, pre_sq, np.bool_(True)
+            )
+            h = host_time_ms_nb(tp, n_dec + n_pre)
+        else:
+            m = stage_time_ms_nb(grids, tp, n_max, zero, zero, zero, zero, zero, np.bool_(False))
+            h = host_time_ms_nb(tp, zero)
+        if m > ms:
+            ms = m
+        if h > host_ms:
+            host_ms = h
+    cpu_ns = np.int64(round(tp.cpu_overhead_ms * NS_PER_MS))
+    start0 = now_ns if now_ns > reps.stage_free[r0, 0] else reps.stage_free[r0, 0]
+    if p.async_scheduling:
+        dur, end = _async_step_nb(reps, r0, ms, host_ms, now_ns)
+        exec_ns = end - start0
+        log_start = start0
+    else:
+        dur = np.int64(round(ms * NS_PER_MS))
+        if dur < 1:
+            dur = 1
+        end = start0 + dur
+        exec_ns = dur
+        log_start = now_ns
+    model_ns = dur - cpu_ns
+    c = c0
+    for k in range(g):
+        r = r0 + k
+        reps.stage_free[r, 0] = end
+        reps.busy_ns[r, 0] += exec_ns
+        reps.bat_end[r, s] = end
+        reps.bat_seq[r, s] = reps.n_batches[r]
+        reps.inflight[r] += 1
+        if reps.bat_n[r, s] == 0:  # a dummy step
+            reps.bat_npre[r, s] = 0
+            continue
+        n_tok, _, _, _, _, _, pre_tok = _batch_features_nb(reps, reqs, tp, p, r, s, policy)
+        _account_batch_nb(reps, reqs, r, s, now_ns, start0, end, 0, exec_ns, model_ns)
+        reps.bat_npre[r, s] = pre_tok
+        reps.n_batches[r] += 1
+        log.start_ns[c] = log_start
+        log.end_ns[c] = end
+        log.n_tokens[c] = n_tok
+        log.n_prefill_tokens[c] = pre_tok
+        log.n_decode_tokens[c] = n_tok - pre_tok
+        log.stage_ns[c] = exec_ns
+        c += 1
+
+
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _group_event_nb(reps, kv, reqs, log, hist, cl, grids, tp, p, pools, pd, r0, t_rep, policy):
+    """The event of the DP engine at r0 at t_rep: every rank's step ending now is applied,
+    then the ranks form their next steps together while the engine has a free slot.
+
+    Mutates: as the replica event of _run_loop_nb, on every rank of the engine.
+    Returns: requests completed, or -1 on a broken invariant.
+    """
+    g = p.dp_group
+    slots_r = p.pp + 1 if p.async_scheduling else p.pp
+    done = 0
+    for k in range(g):
+        r = r0 + k
+        s_end = -1
+        for s in range(reps.bat_end.shape[1]):
+            if reps.bat_end[r, s] == t_rep:
+                if s_end < 0 or reps.bat_seq[r, s] < reps.bat_seq[r, s_end]:
+                    s_end = s
+        if s_end >= 0:
+            d = _finish_batch_nb(
+                reps, kv, reqs, hist, cl, p, pools, pd, r, s_end, t_rep, policy, False
+            )
+            if d < 0:
+                return -1
+            done += d
+        reps.wake[r] = NEVER
+    log_cap = log.start_ns.shape[0]
+    while reps.inflight[r0] < slots_r and log.n[0] + g <= log_cap:
+        s_new = NO_ID
+        for s in range(slots_r):
+            if reps.bat_end[r0, s] == NEVER and reps.bat_n[r0, s] == 0:
+                s_new = s
+                break
+        if s_new == NO_ID:
+            break
+        c0 = log.n[0]
+        if _form_group_step_nb(reps, kv, reqs, log, p, r0, s_new, t_rep, policy) == 0:
+            break
+        _launch_group_nb(reps, reqs, log, grids, tp, p, r0, s_new, t_rep, policy, c0)
+    if reps.inflight[r0] < slots_r and log.n[0] + g > log_cap:
+        reps.wake[r0] = t_rep  # resume forming steps after the flush
+    _refresh_group_nb(reps, r0, g)
+    return done
+
+
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _run_loop_nb(
     reqs,
     reps,
@@ -359,6 +578,7 @@ def _run_loop_nb(
     pools_on,
     pd_on,
     cache_router,
+    dp_on,
 ):
     """Advance the cluster until all requests finish, the time limit passes, the batch log
     fills, or max_steps loop iterations ran. Resumable: all progress lives in the arrays.
@@ -394,7 +614,10 @@ def _run_loop_nb(
     log_cap = log.start_ns.shape[0]
     closed = cl.heap_t.shape[0] > 0
     slots = reps.bat_end.shape[1]  # batches a replica may have in flight (batch_slots)
-    _sync_events_nb(reps)
+    if dp_on:
+        _sync_group_events_nb(reps, p.dp_group)
+    else:
+        _sync_events_nb(reps)
     for _ in range(max_steps):
         lstate[LS_STEPS] += 1
         if closed:
@@ -445,7 +668,21 @@ def _run_loop_nb(
             pp_rr = pools.pp[pools.rep_pool[rr]] if pools_on else p.pp
             if reps.inflight[rr] < pp_rr and reps.wake[rr] == NEVER:
                 reps.wake[rr] = t_arr
-                _refresh_event_nb(reps, rr)
+                if dp_on:
+                    _refresh_group_nb(reps, rr, p.dp_group)
+                else:
+                    _refresh_event_nb(reps, rr)
+            continue
+        if dp_on:  # the event of a DP engine (r: its first rank); no pools, no PD pools
+            if log.n[0] + slots * p.dp_group > log_cap:
+                return RunStatus.LOG_FULL
+            lstate[LS_NOW] = t_rep
+            d = _group_event_nb(
+                reps, kv, reqs, log, hist, cl, grids, tp, p, pools, pd, r, t_rep, policy
+            )
+            if d < 0:
+                return RunStatus.BROKEN
+            lstate[LS_DONE] += d
             continue
         if log.n[0] + slots > log_cap:
             return RunStatus.LOG_FULL
@@ -498,7 +735,7 @@ def _run_loop_nb(
     return RunStatus.MAX_STEPS
 
 
-def _loop_entry(policy: int, pools_on: bool, pd_on: bool, cache_router: bool):
+def _loop_entry(policy: int, pools_on: bool, pd_on: bool, cache_router: bool, dp_on: bool):
     """A compiled loop for one scheduler policy, with or without several pools and PD pools,
     for the cluster routers that read the prefix caches or for the others (cached on disk;
     each variant is its own entry in Numba's cache)."""
@@ -523,6 +760,7 @@ def _loop_entry(policy: int, pools_on: bool, pd_on: bool, cache_router: bool):
             pools_on,
             pd_on,
             cache_router,
+            dp_on,
         )
 
     return run_nb
@@ -531,18 +769,22 @@ def _loop_entry(policy: int, pools_on: bool, pd_on: bool, cache_router: bool):
 _ENTRIES: dict = {}
 
 
-def loop_kernel(policy: int, pools_on: bool, pd_on: bool, router: int):
+def loop_kernel(policy: int, pools_on: bool, pd_on: bool, router: int, dp_on: bool = False):
     """The compiled loop (a Numba dispatcher) for scheduler policy (codes.SchedPolicy), with
-    (pools_on) or without several pools, with (pd_on) or without prefill/decode pools, and for
-    cluster router `router` (codes.RouterPolicy): one loop serves the routers that read the
-    prefix caches (router.CACHE_ROUTERS), one the others; with PD pools the route groups of
-    kernels/pd.py route and the router does not matter. Only that scheduler's kernels, the
-    cache look-ups of routing only for those routers, and the pool and PD code only when on,
-    are typed and compiled: a first run compiles what its configuration uses."""
+    (pools_on) or without several pools, with (pd_on) or without prefill/decode pools, for
+    cluster router `router` (codes.RouterPolicy), and with (dp_on: SchedParams.dp_group > 1,
+    one pool) or without DP engines whose ranks step in lockstep: one loop serves the routers
+    that read the prefix caches (router.CACHE_ROUTERS), one the others; with PD pools the route
+    groups of kernels/pd.py route and the router does not matter. Only that scheduler's
+    kernels, the cache look-ups of routing only for those routers, and the pool, PD and DP
+    code only when on, are typed and compiled: a first run compiles what its configuration
+    uses."""
     key = (int(policy), bool(pools_on), bool(pd_on), not pd_on and reads_cache(router))
+    if dp_on:  # keys of the other variants stay 4 long (the recorded plan names them)
+        key += (True,)
     k = _ENTRIES.get(key)
     if k is None:
-        k = _ENTRIES[key] = _loop_entry(*key)
+        k = _ENTRIES[key] = _loop_entry(*key[:4], len(key) > 4)
     return k
 
 
@@ -568,9 +810,11 @@ def loop_arg_types(args: tuple) -> tuple:
 
 def run_nb(reqs, reps, kv, log, run, cl, grids, tp, p, pools, pd, limit_ns, max_steps):
     """Run the simulation loop (_run_loop_nb) compiled for p.policy, several pools or one
-    (pools.rep_pool empty), PD pools or none (pd.role empty) and p.router. Returns: a
-    RunStatus."""
-    kernel = loop_kernel(p.policy, pools.rep_pool.shape[0] > 0, pd.role.shape[0] > 0, p.router)
+    (pools.rep_pool empty), PD pools or none (pd.role empty), p.router and DP engines or none
+    (p.dp_group). Returns: a RunStatus."""
+    kernel = loop_kernel(
+        p.policy, pools.rep_pool.shape[0] > 0, pd.role.shape[0] > 0, p.router, p.dp_group > 1
+    )
     args = (reqs, reps, kv, log, run, cl, grids, tp, p, pools, pd, limit_ns, max_steps)
     # the views are strided: a call types them as loop_arg_types (or the kernels run as
     # Python, NUMBA_DISABLE_JIT, with no types at all)

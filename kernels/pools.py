@@ -111,6 +111,7 @@ def pool_sched_nb(p, pools, r):
         p.router_tolerance_factor,
         p.router_top_k,
         p.block_shift,
+        p.dp_group,
     )
 
 

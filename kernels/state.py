@@ -239,6 +239,8 @@ class SchedParams(NamedTuple):
     router_top_k: int = 2  # ranked_sticky_lop_uncached: stay while among the k best
     block_shift: int = -1  # derived: log2(block_size) when a power of two, else -1; tokens
     # to blocks by a shift then (a 64-bit division costs 40-90 cycles, twice per request-step)
+    dp_group: int = 1  # predictor.attention_dp of a one-pool cluster: that many consecutive
+    # replicas are the DP ranks of one engine and step in lockstep (1 = every replica alone)
 
 
 def block_shift_of(block_size: int) -> int:

@@ -176,6 +176,8 @@ def _pools(cfg: SimConfig, model) -> list[_Pool]:
             device = get_device(view.cluster.device)
             node = get_node(view.cluster.node or default_node_for(device.name))
             setup = build_setup(view, model, device)
+        if cfg.cluster.pools:  # ranks of pools step on their own (params/setup.lockstep_group)
+            setup = replace(setup, params=setup.params._replace(dp_group=1))
         out.append(_Pool(view, device, node, setup))
     return out
 

@@ -35,6 +35,10 @@ def _args(tmp_path, *extra):
         (["--predictor.moe-ep", "0"], "predictor.moe_ep: must be >= 1"),
         (["--predictor.attention-dp", "0"], "predictor.attention_dp: must be >= 1"),
         (["--predictor.moe-routing", "zipf"], "moe-routing"),
+        (
+            ["--predictor.attention-dp", "2", "--predictor.moe-ep", "2"],
+            "cluster.num_replicas: 1 is not a multiple of predictor.attention_dp 2",
+        ),
     ],
 )
 def test_bad_expert_split_is_one_line(tmp_path, capsys, extra, needle):

@@ -64,6 +64,7 @@ def validate_config(cfg: SimConfig) -> None:
             validate_scheduler(pool.scheduler or cfg.scheduler, c)
     validate_router(cfg)
     validate_pd(cfg)
+    validate_lockstep(cfg)
     if not (math.isfinite(cfg.time_limit_s) and cfg.time_limit_s >= 0):
         raise ConfigError(f"time_limit_s: must be a finite number >= 0 (got {cfg.time_limit_s})")
     validate_workload(cfg.workload)
@@ -127,6 +128,25 @@ def validate_expert_parallelism(c: ClusterConfig, p: PredictorConfig) -> None:
                 )
         return
     moe_parallel(model, c.tp, p.attention_dp, p.moe_ep, expert_format(model, p.precision))
+
+
+def validate_lockstep(cfg: SimConfig) -> None:
+    """predictor.attention_dp > 1 on a MoE model in a cluster of one pool: consecutive groups of
+    that many replicas are the DP ranks of one engine, which step in lockstep; the replicas must
+    form whole engines, and the ranks run one pipeline stage."""
+    c, dp = cfg.cluster, cfg.predictor.attention_dp
+    if dp == 1 or c.pools or get_model(c.model).moe is None:
+        return
+    if c.num_replicas % dp:
+        raise ConfigError(
+            f"cluster.num_replicas: {c.num_replicas} is not a multiple of predictor.attention_dp "
+            f"{dp} (each replica is one DP rank; give engines x attention_dp replicas)"
+        )
+    if c.pp != 1:
+        raise ConfigError(
+            f"cluster.pp: attention data parallelism (predictor.attention_dp {dp}) is modelled "
+            f"with one pipeline stage (got pp {c.pp})"
+        )
 
 
 def validate_pools(c: ClusterConfig) -> None:

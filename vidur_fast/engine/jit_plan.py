@@ -55,9 +55,10 @@ class VariantPlan(NamedTuple):
 
 def variant_name(key: tuple) -> str:
     """The plan's name of a loop variant: kernels/loop.py loop_kernel's cache key
-    (policy, pools_on, pd_on, cache_router) as `policy-p-d-c`."""
-    policy, pools_on, pd_on, cache_router = key
-    return f"{int(policy)}-{int(pools_on)}-{int(pd_on)}-{int(cache_router)}"
+    (policy, pools_on, pd_on, cache_router[, dp_on]) as `policy-p-d-c[-dp]`."""
+    policy, pools_on, pd_on, cache_router = key[:4]
+    dp = "-dp" if len(key) > 4 else ""
+    return f"{int(policy)}-{int(pools_on)}-{int(pd_on)}-{int(cache_router)}{dp}"
 
 
 def _pack(obj) -> str:

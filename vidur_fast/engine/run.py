@@ -283,7 +283,7 @@ def run_engine(
     # A zero-step call loads (or compiles) the kernels, so loop_s is simulation time only.
     pd_on = pd_state.role.shape[0] > 0
     pools_on = pools.rep_pool.shape[0] > 0
-    kernel = loop.loop_kernel(sp.policy, pools_on, pd_on, sp.router)
+    kernel = loop.loop_kernel(sp.policy, pools_on, pd_on, sp.router, sp.dp_group > 1)
     missing = kernel_cached(kernel) is False
     compiling = progress and missing
     plan = None

@@ -112,15 +112,16 @@ def warm_kernels(cfgs: list[SimConfig], quiet: bool) -> None:
     """Compile the kernels once in this process when Numba's cache lacks them, before the
     workers start: they then load the cached code instead of each compiling it (a minute of
     CPU per worker otherwise), and the first run says what it compiles. The loop is compiled
-    per scheduler, pools, PD pools and kind of router (kernels/loop.py loop_kernel): for each
-    such variant among cfgs that is not cached, a 1-request run of the first config of that
-    variant (its timing grids built or loaded here too, and cached for the workers); nothing
-    when all are cached already. A failure is left to the workers to report."""
+    per scheduler, pools, PD pools, kind of router and DP engines (kernels/loop.py loop_kernel):
+    for each such variant among cfgs that is not cached, a 1-request run of the first config of
+    that variant (its timing grids built or loaded here too, and cached for the workers);
+    nothing when all are cached already. A failure is left to the workers to report."""
+    from vidur_fast.catalog import get_model
     from vidur_fast.config.validate import has_route_groups
     from vidur_fast.engine.run import kernel_cached
     from vidur_fast.jit_start import start_numba_target
     from vidur_fast.kernels import loop
-    from vidur_fast.params.setup import router_code, scheduler_policy
+    from vidur_fast.params.setup import lockstep_group, router_code, scheduler_policy
 
     start_numba_target()
     todo = {}  # one config per loop variant (several routers share one)
@@ -128,7 +129,8 @@ def warm_kernels(cfgs: list[SimConfig], quiet: bool) -> None:
         try:
             c = cfg.cluster
             key = (scheduler_policy(cfg.scheduler), bool(c.pools), has_route_groups(c))
-            kernel = loop.loop_kernel(*key, router_code(cfg))
+            dp_on = lockstep_group(cfg, get_model(c.model)) > 1
+            kernel = loop.loop_kernel(*key, router_code(cfg), dp_on)
         except Exception:  # a malformed point: its worker reports it
             continue
         if id(kernel) not in todo and kernel_cached(kernel) is False:

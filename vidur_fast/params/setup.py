@@ -152,6 +152,15 @@ def router_knobs(router, path: str) -> tuple:
     )
 
 
+def lockstep_group(cfg: SimConfig, model: ModelSpec) -> int:
+    """SchedParams.dp_group: the attention-DP ranks of one engine that step in lockstep, in a
+    cluster of one pool (consecutive replicas are the ranks of one engine); 1 for dense models
+    and for clusters of pools, whose ranks step on their own (docs/timing_model.md)."""
+    if model.moe is None or cfg.cluster.pools:
+        return 1
+    return cfg.predictor.attention_dp
+
+
 def build_setup(cfg: SimConfig, model: ModelSpec, device: DeviceSpec) -> EngineSetup:
     """Kernel parameters of a validated config (config.validate.validate_config)."""
     setup = _policy_setup(cfg, model, device)
@@ -163,6 +172,7 @@ def _policy_setup(cfg: SimConfig, model: ModelSpec, device: DeviceSpec) -> Engin
     c = cfg.cluster
     s = cfg.scheduler
     common = dict(router=int(router_code(cfg)), num_replicas=c.num_replicas, pp=c.pp)
+    common["dp_group"] = lockstep_group(cfg, model)
     common.update(_router_settings(cfg))
     margin = c.memory_margin_fraction
     match s:

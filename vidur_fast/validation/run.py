@@ -19,7 +19,9 @@ from vidur_fast.config.predictor import PredictorConfig
 from vidur_fast.config.sim import (
     ClusterConfig,
     KVTransferConfig,
+    LeastOutstandingRequestsRouter,
     PoolConfig,
+    RoundRobinRouter,
     SimConfig,
     VllmV1Scheduler,
 )
@@ -218,16 +220,14 @@ def row_config(row: BenchRow, cfg: ValidateConfig) -> SimConfig:
         )
     get_model(row.model)
     device = resolve_device(row.device)
-    # attention data parallelism: the DP ranks step in lockstep and vLLM's front end spreads
-    # the clients evenly over them, so one rank with its share of the clients (the busiest:
-    # rounded up) is simulated; its MoE layers run the tokens of every rank
-    # (docs/timing_model.md, "Attention data parallelism")
-    # (disaggregated: every rank of both pools is simulated, with every client)
+    # attention data parallelism: every DP rank is a replica, the ranks step in lockstep
+    # (docs/timing_model.md, "Attention data parallelism") and vLLM's front end sends each
+    # request to the least loaded rank (disaggregated: every rank of both pools is simulated)
     dp = max(1, row.attention_dp) if row.pd is None else 1
-    concurrency = -(-row.concurrency // dp)
+    concurrency = row.concurrency
     n_req = cfg.requests_per_client * concurrency
     if row.num_requests:
-        n_req = -(-row.num_requests // dp)
+        n_req = row.num_requests
     warmup = cfg.warmup_requests_per_client * concurrency
     if warmup >= n_req:
         raise ConfigError(
@@ -239,6 +239,7 @@ def row_config(row: BenchRow, cfg: ValidateConfig) -> SimConfig:
         device=device,
         tp=row.tp,
         pp=row.pp,
+        num_replicas=dp,
         memory_margin_fraction=cfg.memory_margin_fraction,
     )
     if row.pd is not None:
@@ -266,6 +267,10 @@ def row_config(row: BenchRow, cfg: ValidateConfig) -> SimConfig:
                 think_time="exponential",
             ),
             scheduler=scheduler,
+            # NOTE(vllm): the DP front end (DPLBAsyncMPClient) picks the rank with the least
+            # waiting x 4 + running from statistics the coordinator publishes every 100 ms;
+            # modelled as the fewest requests outstanding on each rank now
+            router=LeastOutstandingRequestsRouter() if dp > 1 else RoundRobinRouter(),
             predictor=replace(
                 cfg.predictor, precision=precision, kv_cache_dtype=kv_dtype, **_moe_settings(row)
             ),

@@ -1,6 +1,6 @@
 """MoE and sliding-window timing: expert split, layer shares, the measured expert curve and its
-nearest-shape rule, attention-DP token scaling, window pairs, and the one-rank DP rule of the
-validator (a scripted lockstep case)."""
+nearest-shape rule, attention-DP token scaling, window pairs, and the validator's DP ranks
+(the lockstep itself: tests/unit/engine/test_dp_lockstep.py)."""
 
 import numpy as np
 import pytest
@@ -90,9 +90,10 @@ def test_window_pairs():
     assert equivalent_chunk_pairs(36) == pytest.approx(8)
 
 
-def test_dp_rank_share_of_a_closed_loop():
-    # scripted lockstep case: 5 clients over 2 DP ranks -> the busier rank's 3 are simulated,
-    # with the expert split passed to the timing
+def test_dp_ranks_of_a_closed_loop_are_replicas():
+    # 5 clients over 2 DP ranks: both ranks simulated (one engine of two replicas stepping in
+    # lockstep), every client, the least-loaded rank picked, the expert split passed on
+    from vidur_fast.config.sim import LeastOutstandingRequestsRouter, RoundRobinRouter
     from vidur_fast.validation.bench_csv import BenchRow
     from vidur_fast.validation.run import ValidateConfig, row_config
 
@@ -100,13 +101,15 @@ def test_dp_rank_share_of_a_closed_loop():
                    "fp8_block", "", "vllm", "0.12.0", "agg", 0, 100.0, 10.0,
                    attention_dp=2, moe_ep=1)  # fmt: skip
     cfg = row_config(row, ValidateConfig(csv=""))
-    assert cfg.workload.concurrency == 3
+    assert cfg.workload.concurrency == 5 and cfg.cluster.num_replicas == 2
+    assert isinstance(cfg.router, LeastOutstandingRequestsRouter)
     assert (cfg.predictor.attention_dp, cfg.predictor.moe_ep) == (2, 1)
     dense = row_config(
         BenchRow(0, "d", "Qwen/Qwen3-32B", "h100", 2, 1, 5, 1000, 100, "", "", "vllm", "0.12.0",
                  "agg", 0, 100.0, 10.0), ValidateConfig(csv="")
     )  # fmt: skip
     assert dense.workload.concurrency == 5 and dense.predictor.attention_dp == 1
+    assert dense.cluster.num_replicas == 1 and isinstance(dense.router, RoundRobinRouter)
 
 
 def test_kernel_preference_takes_that_kernels_nearest_shape():
