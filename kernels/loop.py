@@ -400,6 +400,34 @@ def _finish_batch_nb(reps, kv, reqs, hist, cl, p, pools, pd, r, s, now_ns, polic
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _ending_slot_nb(reps, r, t):
+    """The batch slot of replica r that ends at t (the earliest formed when several do).
+
+    Mutates: nothing.
+    Returns: slot index, or -1.
+    """
+    s_end = -1
+    for s in range(reps.bat_end.shape[1]):
+        if reps.bat_end[r, s] == t:
+            if s_end < 0 or reps.bat_seq[r, s] < reps.bat_seq[r, s_end]:
+                s_end = s
+    return s_end
+
+
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _free_slot_nb(reps, r, slots_r):
+    """The first of replica r's slots_r batch slots with no batch in it.
+
+    Mutates: nothing.
+    Returns: slot index, or NO_ID.
+    """
+    for s in range(slots_r):
+        if reps.bat_end[r, s] == NEVER and reps.bat_n[r, s] == 0:
+            return s
+    return NO_ID
+
+
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _form_group_step_nb(reps, kv, reqs, log, p, r0, s, now_ns, policy):
     """Each DP rank of the engine at r0 (p.dp_group ranks) schedules its next step into slot
     s; a rank whose batch has requests gets its batch-log row (times filled at launch).
@@ -527,11 +555,7 @@ def _group_event_nb(reps, kv, reqs, log, hist, cl, grids, tp, p, pools, pd, r0, 
     done = 0
     for k in range(g):
         r = r0 + k
-        s_end = -1
-        for s in range(reps.bat_end.shape[1]):
-            if reps.bat_end[r, s] == t_rep:
-                if s_end < 0 or reps.bat_seq[r, s] < reps.bat_seq[r, s_end]:
-                    s_end = s
+        s_end = _ending_slot_nb(reps, r, t_rep)
         if s_end >= 0:
             d = _finish_batch_nb(
                 reps, kv, reqs, hist, cl, p, pools, pd, r, s_end, t_rep, policy, False
@@ -542,11 +566,7 @@ def _group_event_nb(reps, kv, reqs, log, hist, cl, grids, tp, p, pools, pd, r0, 
         reps.wake[r] = NEVER
     log_cap = log.start_ns.shape[0]
     while reps.inflight[r0] < slots_r and log.n[0] + g <= log_cap:
-        s_new = NO_ID
-        for s in range(slots_r):
-            if reps.bat_end[r0, s] == NEVER and reps.bat_n[r0, s] == 0:
-                s_new = s
-                break
+        s_new = _free_slot_nb(reps, r0, slots_r)
         if s_new == NO_ID:
             break
         c0 = log.n[0]
@@ -689,12 +709,7 @@ def _run_loop_nb(
         lstate[LS_NOW] = t_rep
         pr = pool_sched_nb(p, pools, r)  # p with replica r's pool's stages and KV blocks
         slots_r = pr.pp + 1 if pr.async_scheduling else pr.pp
-        # the earliest finished slot of this replica, if its end is now
-        s_end = -1
-        for s in range(slots):
-            if reps.bat_end[r, s] == t_rep:
-                if s_end < 0 or reps.bat_seq[r, s] < reps.bat_seq[r, s_end]:
-                    s_end = s
+        s_end = _ending_slot_nb(reps, r, t_rep)
         if s_end >= 0:
             d = _finish_batch_nb(
                 reps, kv, reqs, hist, cl, pr, pools, pd, r, s_end, t_rep, policy, pd_on
@@ -708,11 +723,7 @@ def _run_loop_nb(
         # preemptions of steps that formed no batch are logged with the next batch formed
         pre_logged = reps.preemptions[r]
         while reps.inflight[r] < slots_r and log.n[0] < log_cap:
-            s_new = NO_ID
-            for s in range(slots_r):
-                if reps.bat_end[r, s] == NEVER and reps.bat_n[r, s] == 0:
-                    s_new = s
-                    break
+            s_new = _free_slot_nb(reps, r, slots_r)
             if s_new == NO_ID:
                 break
             pre0 = reps.preemptions[r]
