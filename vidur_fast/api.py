@@ -63,6 +63,7 @@ from vidur_fast.params.memory import kv_bytes_per_token
 from vidur_fast.params.setup import (
     build_setup,
     check_strict,
+    lockstep_group,
     rejection_codes,
     rejection_report,
     router_knobs,
@@ -176,8 +177,9 @@ def _pools(cfg: SimConfig, model) -> list[_Pool]:
             device = get_device(view.cluster.device)
             node = get_node(view.cluster.node or default_node_for(device.name))
             setup = build_setup(view, model, device)
-        if cfg.cluster.pools:  # ranks of pools step on their own (params/setup.lockstep_group)
-            setup = replace(setup, params=setup.params._replace(dp_group=1))
+        # the whole cluster decides whether ranks step in lockstep (a pool's view cannot)
+        dp_group = lockstep_group(cfg, model)
+        setup = replace(setup, params=setup.params._replace(dp_group=dp_group))
         out.append(_Pool(view, device, node, setup))
     return out
 

@@ -155,7 +155,8 @@ def router_knobs(router, path: str) -> tuple:
 def lockstep_group(cfg: SimConfig, model: ModelSpec) -> int:
     """SchedParams.dp_group: the attention-DP ranks of one engine that step in lockstep, in a
     cluster of one pool (consecutive replicas are the ranks of one engine); 1 for dense models
-    and for clusters of pools, whose ranks step on their own (docs/timing_model.md)."""
+    and for clusters of pools, whose ranks step on their own (docs/timing_model.md). cfg: the
+    whole cluster's config, not a pool's view (api._pools sets it on every pool's params)."""
     if model.moe is None or cfg.cluster.pools:
         return 1
     return cfg.predictor.attention_dp
@@ -172,7 +173,6 @@ def _policy_setup(cfg: SimConfig, model: ModelSpec, device: DeviceSpec) -> Engin
     c = cfg.cluster
     s = cfg.scheduler
     common = dict(router=int(router_code(cfg)), num_replicas=c.num_replicas, pp=c.pp)
-    common["dp_group"] = lockstep_group(cfg, model)
     common.update(_router_settings(cfg))
     margin = c.memory_margin_fraction
     match s:
