@@ -37,6 +37,7 @@ class RouterPolicy(IntEnum):
     STICKY_LOR = 11
     TOLERANT_STICKY_LOP_UNCACHED = 12
     RANKED_STICKY_LOP_UNCACHED = 13
+    DP_LB = 14
 
 
 # ---- statuses ----

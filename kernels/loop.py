@@ -103,20 +103,31 @@ def _sync_events_nb(reps):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _refresh_group_nb(reps, r, g):
-    """Re-key the DP engine of replica r (g ranks from its first, which holds the engine's
-    event: the earliest wake or batch end of any rank; the other ranks stay NEVER).
+def _engine_next_ns_nb(reps, r0, g):
+    """Time of the next event of the DP engine of g ranks from replica r0: the earliest wake
+    or batch end of any of its ranks.
 
-    Mutates: reps.ev_key, reps.ev_node.
-    Returns: nothing.
+    Mutates: nothing.
+    Returns: int64 ns (NEVER when idle).
     """
-    r0 = r - r % g
     t = NEVER
     for k in range(g):
         x = _replica_next_ns_nb(reps, r0 + k)
         if x < t:
             t = x
-    tree_set_nb(reps.ev_key, reps.ev_node, r0, t)
+    return t
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _refresh_group_nb(reps, r, g):
+    """Re-key the DP engine of replica r (g ranks from its first, which holds the engine's
+    event; the other ranks stay NEVER).
+
+    Mutates: reps.ev_key, reps.ev_node.
+    Returns: nothing.
+    """
+    r0 = r - r % g
+    tree_set_nb(reps.ev_key, reps.ev_node, r0, _engine_next_ns_nb(reps, r0, g))
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -129,12 +140,7 @@ def _sync_group_events_nb(reps, g):
     for r in range(reps.wake.shape[0]):
         reps.ev_key[r] = NEVER
     for r0 in range(0, reps.wake.shape[0], g):
-        t = NEVER
-        for k in range(g):
-            x = _replica_next_ns_nb(reps, r0 + k)
-            if x < t:
-                t = x
-        reps.ev_key[r0] = t
+        reps.ev_key[r0] = _engine_next_ns_nb(reps, r0, g)
     tree_build_nb(reps.ev_key, reps.ev_node)
 
 
@@ -462,6 +468,19 @@ def _form_group_step_nb(reps, kv, reqs, log, p, r0, s, now_ns, policy):
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _slot_tokens_nb(reps, r, s):
+    """Tokens of replica r's batch in slot s.
+
+    Mutates: nothing.
+    Returns: int.
+    """
+    n_tok = np.int64(0)
+    for j in range(reps.bat_n[r, s]):
+        n_tok += reps.bat_tok[r, s, j]
+    return n_tok
+
+
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _launch_group_nb(reps, reqs, log, grids, tp, p, r0, s, now_ns, policy, c0):
     """Time the step just formed in slot s by the DP ranks of the engine at r0 and account it
     on every rank; rows c0.. of the log are those of the ranks with requests, in rank order.
@@ -478,10 +497,7 @@ def _launch_group_nb(reps, reqs, log, grids, tp, p, r0, s, now_ns, policy, c0):
     g = p.dp_group
     n_max = np.int64(0)
     for k in range(g):
-        r = r0 + k
-        n_tok = np.int64(0)
-        for j in range(reps.bat_n[r, s]):
-            n_tok += reps.bat_tok[r, s, j]
+        n_tok = _slot_tokens_nb(reps, r0 + k, s)
         if n_tok > n_max:
             n_max = n_tok
     zero = np.int64(0)
@@ -489,10 +505,13 @@ def _launch_group_nb(reps, reqs, log, grids, tp, p, r0, s, now_ns, policy, c0):
     host_ms = 0.0
     for k in range(g):
         r = r0 + k
+        # a dummy step's prefill tokens are 0 (the lop_batch_end load reads them)
+        reps.bat_npre[r, s] = 0
         if reps.bat_n[r, s] > 0:
-            _, n_dec, dec_kv, n_pre, pre_kv, pre_sq, _ = _batch_features_nb(
+            _, n_dec, dec_kv, n_pre, pre_kv, pre_sq, pre_tok = _batch_features_nb(
                 reps, reqs, tp, p, r, s, policy
             )
+            reps.bat_npre[r, s] = pre_tok
             m = stage_time_ms_nb(
                 grids, tp, n_max, n_dec, dec_kv, n_pre, pre_kv, pre_sq, np.bool_(True)
             )
@@ -527,11 +546,10 @@ def _launch_group_nb(reps, reqs, log, grids, tp, p, r0, s, now_ns, policy, c0):
         reps.bat_seq[r, s] = reps.n_batches[r]
         reps.inflight[r] += 1
         if reps.bat_n[r, s] == 0:  # a dummy step
-            reps.bat_npre[r, s] = 0
             continue
-        n_tok, _, _, _, _, _, pre_tok = _batch_features_nb(reps, reqs, tp, p, r, s, policy)
+        n_tok = _slot_tokens_nb(reps, r, s)
+        pre_tok = reps.bat_npre[r, s]
         _account_batch_nb(reps, reqs, r, s, now_ns, start0, end, 0, exec_ns, model_ns)
-        reps.bat_npre[r, s] = pre_tok
         reps.n_batches[r] += 1
         log.start_ns[c] = log_start
         log.end_ns[c] = end
@@ -677,9 +695,9 @@ def _run_loop_nb(
                     release_next_nb(cl, reqs, nr, t_arr)
                 continue
             if pd_on:
-                rr = pd_route_nb(reps, kv, reqs, pd, p, nr)
+                rr = pd_route_nb(reps, kv, reqs, pd, p, nr, t_arr)
             else:
-                rr = route_nb(reps, kv, reqs, pd.rt, p, nr, cache_router)
+                rr = route_nb(reps, kv, reqs, pd.rt, p, nr, t_arr, cache_router)
             reqs.replica[nr] = rr
             reqs.status[nr] = ReqStatus.WAITING
             wq_push_back_nb(reps, reqs, rr, nr)

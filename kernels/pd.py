@@ -424,7 +424,7 @@ def pd_link_done_nb(pd, now_ns):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _uncached_on_pick_nb(reps, kv, reqs, pd, p, i):
+def _uncached_on_pick_nb(reps, kv, reqs, pd, p, i, now):
     """Prompt tokens of request i outside the prefix cache of the prefill replica the router
     would pick (full blocks from the first, as the prefix-aware router counts them; the whole
     prompt without prefix caching). The pick itself is not counted.
@@ -432,13 +432,13 @@ def _uncached_on_pick_nb(reps, kv, reqs, pd, p, i):
     Mutates: nothing.
     Returns: int.
     """
-    r = rt_peek_nb(reps, kv, reqs, pd.rt, p, ROLE_PREFILL, i)
+    r = rt_peek_nb(reps, kv, reqs, pd.rt, p, ROLE_PREFILL, i, now)
     return reqs.prompt[i] - cached_prefix_blocks_nb(kv, reqs, p, r, i) * p.block_size
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def pd_route_nb(reps, kv, reqs, pd, p, i):
-    """Route arriving request i: disaggregated (the decider's choice) to a prefill replica,
+def pd_route_nb(reps, kv, reqs, pd, p, i, now):
+    """Route request i arriving at now: disaggregated (the decider's choice) to a prefill replica,
     where it runs with one output token; else to a mixed replica (pd.rt's routers).
 
     Mutates: reps.pending, reqs.orig_decode, reqs.route_load, pd.
@@ -447,10 +447,10 @@ def pd_route_nb(reps, kv, reqs, pd, p, i):
     mode = pd.decide[0]
     mixed = mode == DECIDE_NEVER
     if mode == DECIDE_UNCACHED_ABOVE:
-        mixed = _uncached_on_pick_nb(reps, kv, reqs, pd, p, i) <= pd.decide[1]
+        mixed = _uncached_on_pick_nb(reps, kv, reqs, pd, p, i, now) <= pd.decide[1]
     if mixed:
-        return rt_route_nb(reps, kv, reqs, pd.rt, p, ROLE_MIXED, i, 0)
-    r = rt_route_nb(reps, kv, reqs, pd.rt, p, ROLE_PREFILL, i, 0)
+        return rt_route_nb(reps, kv, reqs, pd.rt, p, ROLE_MIXED, i, 0, now)
+    r = rt_route_nb(reps, kv, reqs, pd.rt, p, ROLE_PREFILL, i, 0, now)
     pd.src[i] = r
     pd.real_decode[i] = reqs.orig_decode[i]
     if reqs.orig_decode[i] > 1:
@@ -583,7 +583,7 @@ def pd_handoff_nb(reps, kv, reqs, pd, pools, p, i, now_ns):
     reqs.last_tok_ns[i] = 0
     reqs.processed[i] = reqs.prompt[i] - 1
     reqs.prefill_done[i] = 1  # also after a preemption whose stale output finished it
-    d = rt_route_nb(reps, kv, reqs, pd.rt, p, ROLE_DECODE, i, 1)
+    d = rt_route_nb(reps, kv, reqs, pd.rt, p, ROLE_DECODE, i, 1, now_ns)
     pd.dst[i] = d
     pd.handoff_ns[i] = now_ns
     if pd.dq_head[d] == NO_ID and _fits_nb(reps, kv, reqs, pd, pools, p, i):

@@ -24,9 +24,16 @@ from typing import NamedTuple
 
 import numpy as np
 from numba import njit
-from vidur_fast.kernels.codes import RouterPolicy
-from vidur_fast.kernels.dtypes import NO_ID
+from vidur_fast.kernels.codes import RouterPolicy, SchedPolicy
+from vidur_fast.kernels.dtypes import NEVER, NO_ID
 from vidur_fast.kernels.kv import cached_prefix_blocks_nb
+
+# dp_lb (vLLM's DP front end, DPLBAsyncMPClient with its DPCoordinator): score = waiting x 4 +
+# running; the coordinator publishes the engines' counts every 100 ms while they change, else
+# every 5 s; between publications the front end adds one waiting request to each pick.
+DP_LB_WAITING_WEIGHT = 4
+DP_LB_STATS_NS = 100_000_000
+DP_LB_IDLE_NS = 5_000_000_000
 
 # routers that look up the replicas' prefix caches (route_nb's cache_aware)
 CACHE_ROUTERS = (
@@ -111,6 +118,10 @@ class RouteGroups(NamedTuple):
     hold: np.ndarray  # int64[N], 1 while a hand-off's decode-side prefill load is held
     held: np.ndarray  # int64[R], hand-offs to the replica whose first step there has not ended
     u: np.ndarray  # float64[N, 3], uniforms of random picks after the first (see rt_route_nb)
+    lb_score: np.ndarray  # int64[M], dp_lb: score of member ids[k] as the front end sees it
+    lb_pub: np.ndarray  # int64[M], dp_lb: score of member ids[k] last published
+    lb_next: np.ndarray  # int64[K], dp_lb: the group's next publication tick
+    lb_last: np.ndarray  # int64[K], dp_lb: the group's last publication (all counts 0 at 0)
 
 
 def route_groups(
@@ -166,6 +177,10 @@ def route_groups(
         hold=np.zeros(n, dtype=np.int64),
         held=np.zeros(r_count, dtype=np.int64),
         u=np.random.default_rng([seed, 2]).random((n, 3)),
+        lb_score=np.zeros(ids.shape[0], dtype=np.int64),
+        lb_pub=np.zeros(ids.shape[0], dtype=np.int64),
+        lb_next=np.zeros(len(groups), dtype=np.int64),
+        lb_last=np.zeros(len(groups), dtype=np.int64),
     )
 
 
@@ -196,6 +211,10 @@ def no_groups() -> RouteGroups:
         i,
         i,
         np.zeros((0, 3)),
+        i,
+        i,
+        i,
+        i,
     )
 
 
@@ -365,21 +384,75 @@ def _g_prefix_aware_nb(pend, kv, reqs, p, rt, g, i):
     return best
 
 
+@njit(cache=True, nogil=True, _nrt=False)
+def _dp_lb_live_nb(reps, rt, p, r):
+    """dp_lb's score of replica r as its engine counts now: waiting requests (with the
+    hand-offs held for it, which wait in a decode engine's queue for their KV) x 4 + running
+    (vllm_v1 keeps in-flight requests listed as running; the other schedulers' in-flight
+    batches are added).
+
+    Mutates: nothing.
+    Returns: int.
+    """
+    running = reps.run_n[r]
+    if p.policy != SchedPolicy.VLLM_V1:
+        for s in range(reps.bat_end.shape[1]):
+            if reps.bat_end[r, s] != NEVER:
+                running += reps.bat_n[r, s]
+    return DP_LB_WAITING_WEIGHT * (reps.wq_len[r] + rt.held[r]) + running
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _g_dp_lb_nb(reps, rt, p, g, now, commit):
+    """Group g's dp_lb pick at time now: the member with the least score as the front end
+    sees it (ties: the first, its lowest id). At the first pick at or after a publication tick
+    (every DP_LB_STATS_NS) the coordinator's counts replace the front end's, if any engine's
+    counts changed since the last publication or DP_LB_IDLE_NS passed; counts are read at
+    that pick, not at the tick itself. commit: the pick adds one waiting request to the
+    member's score until the next publication (else only look; a publication that is due is
+    made either way: it is the same at that time).
+
+    Mutates: rt.lb_score, rt.lb_pub, rt.lb_next, rt.lb_last.
+    Returns: replica index.
+    """
+    lo, hi = rt.off[g], rt.off[g + 1]
+    if now >= rt.lb_next[g]:
+        rt.lb_next[g] = (now // DP_LB_STATS_NS + 1) * DP_LB_STATS_NS
+        changed = now - rt.lb_last[g] >= DP_LB_IDLE_NS
+        for k in range(lo, hi):
+            if _dp_lb_live_nb(reps, rt, p, rt.ids[k]) != rt.lb_pub[k]:
+                changed = True
+        if changed:
+            rt.lb_last[g] = now
+            for k in range(lo, hi):
+                rt.lb_pub[k] = _dp_lb_live_nb(reps, rt, p, rt.ids[k])
+                rt.lb_score[k] = rt.lb_pub[k]
+    best = lo
+    for k in range(lo + 1, hi):
+        if rt.lb_score[k] < rt.lb_score[best]:
+            best = k
+    if commit:
+        rt.lb_score[best] += DP_LB_WAITING_WEIGHT
+    return rt.ids[best]
+
+
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
-def _pick_nb(reps, kv, reqs, rt, p, g, pend, i, u, commit, cache_aware):
+def _pick_nb(reps, kv, reqs, rt, p, g, pend, i, u, now, commit, cache_aware):
     """The replica group g's router picks for request i over its replicas (pend: the group's
-    loads; u: the uniform of a random pick). commit: advance the round-robin counter and pin
-    the request's session (else only look). Adds no load.
+    loads; u: the uniform of a random pick; now: the time of the pick). commit: advance the
+    round-robin counter, pin the request's session and count dp_lb's pick (else only look).
+    Adds no load.
 
     Session routers: a session stays on the replica of its first request, chosen by lop
     (sticky), round robin over sessions (sticky_round_robin), lor (sticky_lor) or least
     imbalance (tolerant/ranked, which re-pin the session when its replica falls out of their
     bound); requests without a session go by that same choice. least_waiting (Vidur main's
     lor): the shortest waiting queue (running requests not counted), hand-offs held counted.
+    dp_lb: vLLM's DP front end (_g_dp_lb_nb).
     cache_aware: the group's router may be one of CACHE_ROUTERS; a constant where this is
     inlined, so that without it the branches that look up the prefix caches are dropped
     before typing, and so are the kernels they call.
-    Mutates: rt.rr, rt.sess (commit only).
+    Mutates: rt.rr, rt.sess (commit only), rt.lb_* (dp_lb).
     Returns: replica index.
     """
     lo, hi = rt.off[g], rt.off[g + 1]
@@ -410,6 +483,8 @@ def _pick_nb(reps, kv, reqs, rt, p, g, pend, i, u, commit, cache_aware):
         r = _g_prefix_aware_nb(pend, kv, reqs, p, rt, g, i)
     elif policy == RouterPolicy.LEAST_WAITING:
         r = _g_least_waiting_nb(reps, rt, lo, hi)
+    elif policy == RouterPolicy.DP_LB:
+        r = _g_dp_lb_nb(reps, rt, p, g, now, commit)
     elif cache_aware and _uncached_policy_nb(policy):
         r = _g_least_imbalance_nb(pend, kv, reqs, p, rt.ids, lo, hi, i)
     else:
@@ -420,13 +495,13 @@ def _pick_nb(reps, kv, reqs, rt, p, g, pend, i, u, commit, cache_aware):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _g_pick_nb(reps, kv, reqs, rt, p, g, pend, i, u, commit):
+def _g_pick_nb(reps, kv, reqs, rt, p, g, pend, i, u, now, commit):
     """_pick_nb for a group of any router (those of PD roles and pools with routers).
 
-    Mutates: rt.rr, rt.sess (commit only).
+    Mutates: rt.rr, rt.sess (commit only), rt.lb_* (dp_lb).
     Returns: replica index.
     """
-    return _pick_nb(reps, kv, reqs, rt, p, g, pend, i, u, commit, True)
+    return _pick_nb(reps, kv, reqs, rt, p, g, pend, i, u, now, commit, True)
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
@@ -459,26 +534,27 @@ def _add_load_nb(reps, kv, reqs, p, policy, r, i, cache_aware):
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
-def route_nb(reps, kv, reqs, rt, p, i, cache_aware):
-    """Route arriving request i with the one group of a cluster_group (all replicas, the
-    cluster router): its pick and its load. Random picks read reqs.u_route[i].
+def route_nb(reps, kv, reqs, rt, p, i, now, cache_aware):
+    """Route request i arriving at now with the one group of a cluster_group (all replicas,
+    the cluster router): its pick and its load. Random picks read reqs.u_route[i].
 
     cache_aware: as _pick_nb (a constant of the compiled loop, kernels/loop.py).
-    Mutates: reps.pending, reqs.route_load, rt.rr, rt.sess.
+    Mutates: reps.pending, reqs.route_load, rt.rr, rt.sess, rt.lb_*.
     Returns: replica index.
     """
-    r = _pick_nb(reps, kv, reqs, rt, p, 0, reps.pending, i, reqs.u_route[i], True, cache_aware)
+    u = reqs.u_route[i]
+    r = _pick_nb(reps, kv, reqs, rt, p, 0, reps.pending, i, u, now, True, cache_aware)
     _add_load_nb(reps, kv, reqs, p, rt.policy[0], r, i, cache_aware)
     return r
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def rt_route_nb(reps, kv, reqs, rt, p, role, i, stage):
+def rt_route_nb(reps, kv, reqs, rt, p, role, i, stage, now):
     """Route request i over the replicas of role (ROLE_* index): the role's first-level
     router picks; when its pick lies in a pool with its own router, that router picks again
     within the pool. Each adds its load to the replica chosen. stage 0 = arrival, 1 = the
     hand-off to a decode replica (which holds its prefill-type loads until the request's
-    first step there ends). Random picks: the arrival's first-level pick reads
+    first step there ends); now: its time. Random picks: the arrival's first-level pick reads
     reqs.u_route[i], the other three rt.u[i].
 
     Mutates: reps.pending, reqs.route_load, rt (counters, pins, pend2, load2, hold, held).
@@ -486,10 +562,10 @@ def rt_route_nb(reps, kv, reqs, rt, p, role, i, stage):
     """
     g = rt.first[role]
     u1 = reqs.u_route[i] if stage == 0 else rt.u[i, 1]
-    r = _g_pick_nb(reps, kv, reqs, rt, p, g, reps.pending, i, u1, True)
+    r = _g_pick_nb(reps, kv, reqs, rt, p, g, reps.pending, i, u1, now, True)
     g2 = rt.sub[r]
     if g2 != NO_ID:
-        r = _g_pick_nb(reps, kv, reqs, rt, p, g2, rt.pend2, i, rt.u[i, 2 * stage], True)
+        r = _g_pick_nb(reps, kv, reqs, rt, p, g2, rt.pend2, i, rt.u[i, 2 * stage], now, True)
         load2 = _load_nb(kv, reqs, p, rt.policy[g2], r, i, True)
         rt.pend2[r] += load2
         rt.load2[i] = load2
@@ -500,17 +576,19 @@ def rt_route_nb(reps, kv, reqs, rt, p, role, i, stage):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def rt_peek_nb(reps, kv, reqs, rt, p, role, i):
-    """The replica rt_route_nb would pick for arriving request i over the replicas of role,
-    changing nothing (the decider asks it before routing).
+def rt_peek_nb(reps, kv, reqs, rt, p, role, i, now):
+    """The replica rt_route_nb would pick for request i arriving at now over the replicas
+    of role, changing nothing but a dp_lb publication due at now (the decider asks it before
+    routing).
 
-    Mutates: nothing.
+    Mutates: rt.lb_* (dp_lb).
     Returns: replica index.
     """
-    r = _g_pick_nb(reps, kv, reqs, rt, p, rt.first[role], reps.pending, i, reqs.u_route[i], False)
+    u = reqs.u_route[i]
+    r = _g_pick_nb(reps, kv, reqs, rt, p, rt.first[role], reps.pending, i, u, now, False)
     g2 = rt.sub[r]
     if g2 != NO_ID:
-        r = _g_pick_nb(reps, kv, reqs, rt, p, g2, rt.pend2, i, rt.u[i, 0], False)
+        r = _g_pick_nb(reps, kv, reqs, rt, p, g2, rt.pend2, i, rt.u[i, 0], now, False)
     return r
 
 

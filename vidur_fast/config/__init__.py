@@ -7,6 +7,7 @@ Everything a run depends on is in one `SimConfig`; nothing here writes files or 
 from vidur_fast.config.predictor import PredictorConfig
 from vidur_fast.config.sim import (
     ClusterConfig,
+    DpLoadBalanceRouter,
     FasterTransformerScheduler,
     LeastOutstandingPrefillRouter,
     LeastOutstandingRequestsRouter,
@@ -44,6 +45,7 @@ from vidur_fast.config.workload import (
 __all__ = [
     "ClosedLoopWorkload",
     "ClusterConfig",
+    "DpLoadBalanceRouter",
     "FasterTransformerScheduler",
     "FixedLengths",
     "GammaIntervals",

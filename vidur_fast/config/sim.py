@@ -168,6 +168,14 @@ class LeastOutstandingRequestsRouter:
 
 
 @dataclass(frozen=True)
+class DpLoadBalanceRouter:
+    """vLLM's data-parallel front end: the least waiting x 4 + running, from counts its
+    coordinator publishes every 100 ms (every 5 s while none changes), each pick since
+    adding one waiting request to its replica (ties: lowest id). For attention-DP ranks
+    (predictor.attention_dp), where each replica is one rank."""
+
+
+@dataclass(frozen=True)
 class LeastOutstandingPrefillRouter:
     """Fewest prompt tokens routed whose prefill has not completed (ties: lowest id)."""
 
@@ -246,6 +254,7 @@ Router = (
     | Annotated[RandomRouter, Subcommand("random")]
     | Annotated[LeastOutstandingRequestsRouter, Subcommand("lor")]
     | Annotated[LeastWaitingRouter, Subcommand("least_waiting")]
+    | Annotated[DpLoadBalanceRouter, Subcommand("dp_lb")]
     | Annotated[LeastOutstandingPrefillRouter, Subcommand("lop")]
     | Annotated[StickyRouter, Subcommand("sticky")]
     | Annotated[PrefixAwareRouter, Subcommand("prefix_aware")]

@@ -7,6 +7,7 @@ import numpy as np
 from vidur_fast.catalog import DeviceSpec, ModelSpec
 from vidur_fast.config.engine import memory_model
 from vidur_fast.config.sim import (
+    DpLoadBalanceRouter,
     FasterTransformerScheduler,
     LeastOutstandingPrefillRouter,
     LeastOutstandingRequestsRouter,
@@ -87,6 +88,8 @@ def router_policy(router, path: str) -> int:
             return RouterPolicy.LEAST_WAITING
         case LeastOutstandingRequestsRouter():
             return RouterPolicy.LOR
+        case DpLoadBalanceRouter():
+            return RouterPolicy.DP_LB
         case LeastOutstandingPrefillRouter():
             return RouterPolicy.LOP
         case StickyRouter():

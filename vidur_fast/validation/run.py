@@ -18,8 +18,8 @@ from vidur_fast.config.engine import resolve_engine
 from vidur_fast.config.predictor import PredictorConfig
 from vidur_fast.config.sim import (
     ClusterConfig,
+    DpLoadBalanceRouter,
     KVTransferConfig,
-    LeastOutstandingRequestsRouter,
     PoolConfig,
     RoundRobinRouter,
     SimConfig,
@@ -267,10 +267,9 @@ def row_config(row: BenchRow, cfg: ValidateConfig) -> SimConfig:
                 think_time="exponential",
             ),
             scheduler=scheduler,
-            # NOTE(vllm): the DP front end (DPLBAsyncMPClient) picks the rank with the least
-            # waiting x 4 + running from statistics the coordinator publishes every 100 ms;
-            # modelled as the fewest requests outstanding on each rank now
-            router=LeastOutstandingRequestsRouter() if dp > 1 else RoundRobinRouter(),
+            # NOTE(vllm): the DP ranks of one engine are routed by its front end
+            # (DPLBAsyncMPClient), the dp_lb router
+            router=DpLoadBalanceRouter() if dp > 1 else RoundRobinRouter(),
             predictor=replace(
                 cfg.predictor, precision=precision, kv_cache_dtype=kv_dtype, **_moe_settings(row)
             ),

@@ -19,7 +19,7 @@ N_REPLICAS = 3
 @njit(cache=False)
 def _route_in_order(reps, kv, reqs, pd, p):
     for i in range(reqs.replica.shape[0]):
-        reqs.replica[i] = route_nb(reps, kv, reqs, pd.rt, p, i, False)
+        reqs.replica[i] = route_nb(reps, kv, reqs, pd.rt, p, i, reqs.arrival_ns[i], False)
 
 
 def _knobs(sp):

@@ -92,8 +92,8 @@ def test_window_pairs():
 
 def test_dp_ranks_of_a_closed_loop_are_replicas():
     # 5 clients over 2 DP ranks: both ranks simulated (one engine of two replicas stepping in
-    # lockstep), every client, the least-loaded rank picked, the expert split passed on
-    from vidur_fast.config.sim import LeastOutstandingRequestsRouter, RoundRobinRouter
+    # lockstep), every client, routed as vLLM's DP front end does, the expert split passed on
+    from vidur_fast.config.sim import DpLoadBalanceRouter, RoundRobinRouter
     from vidur_fast.validation.bench_csv import BenchRow
     from vidur_fast.validation.run import ValidateConfig, row_config
 
@@ -102,7 +102,7 @@ def test_dp_ranks_of_a_closed_loop_are_replicas():
                    attention_dp=2, moe_ep=1)  # fmt: skip
     cfg = row_config(row, ValidateConfig(csv=""))
     assert cfg.workload.concurrency == 5 and cfg.cluster.num_replicas == 2
-    assert isinstance(cfg.router, LeastOutstandingRequestsRouter)
+    assert isinstance(cfg.router, DpLoadBalanceRouter)
     assert (cfg.predictor.attention_dp, cfg.predictor.moe_ep) == (2, 1)
     dense = row_config(
         BenchRow(0, "d", "Qwen/Qwen3-32B", "h100", 2, 1, 5, 1000, 100, "", "", "vllm", "0.12.0",
