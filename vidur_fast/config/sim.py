@@ -169,10 +169,10 @@ class LeastOutstandingRequestsRouter:
 
 @dataclass(frozen=True)
 class DpLoadBalanceRouter:
-    """vLLM's data-parallel front end: the least waiting x 4 + running, from counts its
-    coordinator publishes every 100 ms (every 5 s while none changes), each pick since
-    adding one waiting request to its replica (ties: lowest id). For attention-DP ranks
-    (predictor.attention_dp), where each replica is one rank."""
+    """vLLM's data-parallel front end, for attention-DP ranks (each replica one rank of
+    predictor.attention_dp): the least waiting x 4 + running, from counts its coordinator
+    publishes every 100 ms (every 5 s while none changes), each pick since adding one
+    waiting request to its replica; ties go to the lowest id."""
 
 
 @dataclass(frozen=True)
