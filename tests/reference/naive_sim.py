@@ -108,6 +108,15 @@ class Replica:
         return min([self.wake] + [b.end_ns for b in self.batches])
 
 
+def running_count(rep: Replica) -> int:
+    """Requests running on a replica as vLLM's engine counts them for the dp_lb router: v1
+    lists them while in flight, Vidur's schedulers take them off their list into a batch."""
+    n = len(rep.sched.running)
+    if rep.p.policy != SchedPolicy.VLLM_V1:
+        n += sum(len(b.items) for b in rep.batches)
+    return n
+
+
 @dataclass
 class SimResult:
     requests: list
@@ -281,14 +290,16 @@ class PDFlow:
                     g2 = GroupRouter(p, ids, own[q])
                     self.sub.update({r: g2 for r in ids})
 
-    def _route(self, req, role, stage, u_route):
+    def _route(self, req, role, stage, u_route, now):
         waiting = [len(x.sched.waiting) + self.held[x.rid] for x in self.reps]
         pools = [x.sched.pool for x in self.reps]
+        run = [running_count(x) for x in self.reps]
         g = self.first[role]
-        r = g.pick(req, u_route if stage == 0 else self.u[req.rid][1], waiting, pools)
+        u1 = u_route if stage == 0 else self.u[req.rid][1]
+        r = g.pick(req, u1, waiting, pools, True, run, now)
         g2 = self.sub.get(r)
         if g2 is not None:
-            r = g2.pick(req, self.u[req.rid][2 * stage], waiting, pools)
+            r = g2.pick(req, self.u[req.rid][2 * stage], waiting, pools, True, run, now)
             g2.add(req, r, pools)
         g.add(req, r, pools)
         req.hold = stage == 1
@@ -309,13 +320,16 @@ class PDFlow:
                 g.batch_end(r, prefill_tokens)
 
     def _peek(self, req, u_route):
-        """The prefill replica _route would pick, changing nothing."""
+        """The prefill replica _route would pick, changing nothing (but a dp_lb publication
+        due at the arrival, the same either way)."""
         waiting = [len(x.sched.waiting) + self.held[x.rid] for x in self.reps]
         pools = [x.sched.pool for x in self.reps]
-        r = self.first["prefill"].pick(req, u_route, waiting, pools, commit=False)
+        run = [running_count(x) for x in self.reps]
+        now = req.arrival_ns
+        r = self.first["prefill"].pick(req, u_route, waiting, pools, False, run, now)
         g2 = self.sub.get(r)
         if g2 is not None:
-            r = g2.pick(req, self.u[req.rid][0], waiting, pools, commit=False)
+            r = g2.pick(req, self.u[req.rid][0], waiting, pools, False, run, now)
         return r
 
     def _uncached(self, req, r):
@@ -331,8 +345,8 @@ class PDFlow:
             d == "uncached_tokens_above"
             and self._uncached(req, self._peek(req, u_route)) <= self.pd.threshold
         ):
-            return self._route(req, "mixed", 0, u_route)
-        req.src = self._route(req, "prefill", 0, u_route)
+            return self._route(req, "mixed", 0, u_route, req.arrival_ns)
+        req.src = self._route(req, "prefill", 0, u_route, req.arrival_ns)
         req.dst = None
         req.pd_decode = req.asked_decode
         req.asked_decode = min(req.asked_decode, 1)
@@ -356,7 +370,7 @@ class PDFlow:
         req.processed = req.prompt - 1
         req.prefill_done = True  # also after a preemption whose stale output finished it
         assert req.inflight == 0 and req.placeholders == 0 and req.stale == 0
-        d = self._route(req, "decode", 1, None)
+        d = self._route(req, "decode", 1, None, now_ns)
         req.dst = d
         # the prefill replica keeps the request's blocks (and its block list) until the
         # transfer ends
@@ -597,6 +611,8 @@ def naive_sim(
                     float(u_route[req.rid]),
                     [len(x.sched.waiting) for x in reps],
                     [x.sched.pool for x in reps],
+                    [running_count(x) for x in reps],
+                    t_arr,
                 )
             target = reps[req.replica]
             target.sched.add_request(req)

@@ -2,7 +2,9 @@
 sticky (sessions pinned to a replica, new ones by lop), prefix_aware (longest cached prefix
 among replicas whose load is close to the least loaded), and Vidur canary's lop_binary,
 lop_batch_end, lop_uncached, sticky_round_robin, sticky_lor, tolerant_sticky_lop_uncached and
-ranked_sticky_lop_uncached. Ties go to the lowest replica id."""
+ranked_sticky_lop_uncached, and dp_lb (vLLM's DP front end: least waiting x 4 + running from
+counts published on 100 ms ticks while they change, else after 5 s, each pick since counted as
+one more waiting request). Ties go to the lowest replica id."""
 
 from vidur_fast.kernels.codes import RouterPolicy as P
 
@@ -38,6 +40,26 @@ class Router:
         self.pending = [0] * self.n  # the router's load of each replica
         self.load: dict[int, int] = {}  # request id -> what it added to its replica's load
         self.session_replica: dict[int, int] = {}
+        # dp_lb: the scores the front end sees, those last published, the next tick, the
+        # last publication
+        self.front = [0] * self.n
+        self.published = [0] * self.n
+        self.next_tick = 0
+        self.last_published = 0
+
+    def _dp_lb(self, waiting, running, now, commit) -> int:
+        tick, idle = 100_000_000, 5_000_000_000
+        if now >= self.next_tick:
+            self.next_tick = (now // tick + 1) * tick
+            live = [4 * w + k for w, k in zip(waiting, running, strict=True)]
+            if live != self.published or now - self.last_published >= idle:
+                self.published = live
+                self.front = list(live)
+                self.last_published = now
+        r = min(range(self.n), key=lambda k: (self.front[k], k))
+        if commit:
+            self.front[r] += 4
+        return r
 
     def _least_loaded(self) -> int:
         return min(range(self.n), key=lambda k: (self.pending[k], k))
@@ -73,7 +95,7 @@ class Router:
         ranked = sorted(range(self.n), key=lambda r: (imb[r], r))
         return ranked.index(pinned) < self.top_k
 
-    def _choose(self, req, u, waiting_lengths, pools, commit=True) -> int:
+    def _choose(self, req, u, waiting_lengths, pools, commit, running, now) -> int:
         policy = self.policy
         if policy in (P.ROUND_ROBIN, P.STICKY_ROUND_ROBIN):
             r = self.counter % self.n
@@ -83,6 +105,8 @@ class Router:
             return min(int(u * self.n), self.n - 1)
         if policy == P.LEAST_WAITING:
             return min(range(self.n), key=lambda k: (waiting_lengths[k], k))
+        if policy == P.DP_LB:
+            return self._dp_lb(waiting_lengths, running, now, commit)
         if policy == P.PREFIX_AWARE:
             return self._prefix_aware(req, pools)
         if policy in _UNCACHED:
@@ -90,14 +114,15 @@ class Router:
             return min(range(self.n), key=lambda r: (imb[r], r))
         return self._least_loaded()
 
-    def route(self, req, u: float, waiting_lengths, pools) -> int:
-        r = self.pick(req, u, waiting_lengths, pools)
+    def route(self, req, u: float, waiting_lengths, pools, running=None, now=0) -> int:
+        r = self.pick(req, u, waiting_lengths, pools, True, running, now)
         self.add(req, r, pools)
         return r
 
-    def pick(self, req, u: float, waiting_lengths, pools, commit=True) -> int:
+    def pick(self, req, u: float, waiting_lengths, pools, commit=True, running=None, now=0) -> int:
         """The replica for req (its session pinned there unless commit is off, which also
-        leaves the round-robin counter); no load added."""
+        leaves the round-robin counter and dp_lb's count); no load added. running: requests
+        running on each replica, now: the time (dp_lb)."""
         pinned = self.session_replica.get(req.session) if self.policy in _SESSIONS else None
         if self.n == 1:
             r = 0
@@ -107,7 +132,7 @@ class Router:
         ):
             r = pinned
         else:
-            r = self._choose(req, u, waiting_lengths, pools, commit)
+            r = self._choose(req, u, waiting_lengths, pools, commit, running, now)
         if commit and self.policy in _SESSIONS and req.session >= 0:
             self.session_replica[req.session] = r
         return r
@@ -157,9 +182,10 @@ class GroupRouter:
         self.ids = list(ids)
         self.at = {x: k for k, x in enumerate(self.ids)}
 
-    def pick(self, req, u, waiting_lengths, pools, commit=True) -> int:
+    def pick(self, req, u, waiting_lengths, pools, commit=True, running=None, now=0) -> int:
         w = [waiting_lengths[x] for x in self.ids]
-        return self.ids[self.r.pick(req, u, w, [pools[x] for x in self.ids], commit)]
+        run = None if running is None else [running[x] for x in self.ids]
+        return self.ids[self.r.pick(req, u, w, [pools[x] for x in self.ids], commit, run, now)]
 
     def add(self, req, r, pools) -> None:
         self.r.add(req, self.at[r], [pools[x] for x in self.ids])

@@ -42,6 +42,7 @@ class _Replica:
     def __init__(self, sched, pp: int):
         self.sched = sched
         self.running = 0  # batches formed and not ended
+        self.in_flight = 0  # requests in those batches (dp_lb counts them as running)
         self.fifo = [[] for _ in range(pp)]
         self.busy = [False] * pp
 
@@ -77,7 +78,9 @@ def vidur_event_sim(arrival_ns, prompt, decode, p, grids, tparams, u_route, sess
             for req in sorted(global_queue, key=lambda q: (q.arrival_ns, q.rid)):
                 waiting = [len(x.sched.waiting) for x in reps]
                 pools = [x.sched.pool for x in reps]
-                req.replica = router.route(req, float(u_route[req.rid]), waiting, pools)
+                run = [len(x.sched.running) + x.in_flight for x in reps]
+                u = float(u_route[req.rid])
+                req.replica = router.route(req, u, waiting, pools, run, t)
                 reps[req.replica].sched.add_request(req)
                 targets.add(req.replica)
             global_queue.clear()
@@ -93,6 +96,7 @@ def vidur_event_sim(arrival_ns, prompt, decode, p, grids, tparams, u_route, sess
                         continue
                     break
                 rep.running += 1
+                rep.in_flight += len(items)
                 feats = batch_features(items, tparams, rep.sched.is_decode, rep.sched.kv_before)
                 for req, _ in items:
                     if req.sched_ns is None:
@@ -142,5 +146,6 @@ def vidur_event_sim(arrival_ns, prompt, decode, p, grids, tparams, u_route, sess
             rep.sched.on_batch_end(items, finished)
             router.on_batch_end(r, feats[6])
             rep.running -= 1
+            rep.in_flight -= len(items)
             push(t, REPLICA_SCHEDULE, r)
     return reqs
