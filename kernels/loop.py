@@ -118,29 +118,47 @@ def _engine_next_ns_nb(reps, r0, g):
     return t
 
 
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _engine_nb(p, pools, r, pools_on):
+    """The DP engine of replica r: every dp_group consecutive replicas of its pool, from the
+    pool's first (a replica of a pool without lockstep is an engine of one). pools_on: as in
+    run_nb.
+
+    Mutates: nothing.
+    Returns: (its first rank, its ranks).
+    """
+    if pools_on:
+        q = pools.rep_pool[r]
+        g = pools.dp_group[q]
+        off = pools.first_rep[q]
+    else:
+        g = p.dp_group
+        off = np.int64(0)
+    return off + (r - off) // g * g, g
+
+
 @njit(cache=True, nogil=True, _nrt=False)
-def _refresh_group_nb(reps, r, g):
-    """Re-key the DP engine of replica r (g ranks from its first, which holds the engine's
-    event; the other ranks stay NEVER).
+def _refresh_group_nb(reps, p, pools, r, pools_on):
+    """Re-key the DP engine of replica r (its first rank holds the engine's event; the other
+    ranks stay NEVER).
 
     Mutates: reps.ev_key, reps.ev_node.
     Returns: nothing.
     """
-    r0 = r - r % g
+    r0, g = _engine_nb(p, pools, r, pools_on)
     tree_set_nb(reps.ev_key, reps.ev_node, r0, _engine_next_ns_nb(reps, r0, g))
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _sync_group_events_nb(reps, g):
-    """_sync_events_nb for DP engines of g ranks: each engine keyed on its first rank.
+def _sync_group_events_nb(reps, p, pools, pools_on):
+    """_sync_events_nb for DP engines: each engine keyed on its first rank.
 
     Mutates: reps.ev_key, reps.ev_node.
     Returns: nothing.
     """
     for r in range(reps.wake.shape[0]):
-        reps.ev_key[r] = NEVER
-    for r0 in range(0, reps.wake.shape[0], g):
-        reps.ev_key[r0] = _engine_next_ns_nb(reps, r0, g)
+        r0, g = _engine_nb(p, pools, r, pools_on)
+        reps.ev_key[r] = _engine_next_ns_nb(reps, r, g) if r0 == r else NEVER
     tree_build_nb(reps.ev_key, reps.ev_node)
 
 
@@ -561,26 +579,33 @@ def _launch_group_nb(reps, reqs, log, grids, tp, p, r0, s, now_ns, policy, c0):
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
-def _group_event_nb(reps, kv, reqs, log, hist, cl, grids, tp, p, pools, pd, r0, t_rep, policy):
-    """The event of the DP engine at r0 at t_rep: every rank's step ending now is applied,
-    then the ranks form their next steps together while the engine has a free slot.
+def _group_event_nb(
+    reps, kv, reqs, log, hist, cl, grids, tp, p, pools, pd, r0, t_rep, policy, pools_on, pd_on
+):
+    """The event of the DP engine at r0 at t_rep, with its pool's parameters and grids: every
+    rank's step ending now is applied (a decode rank then starts the KV transfers it can
+    take), then the ranks form their next steps together while the engine has a free slot.
+    pools_on, pd_on: as in run_nb.
 
     Mutates: as the replica event of _run_loop_nb, on every rank of the engine.
     Returns: requests completed, or -1 on a broken invariant.
     """
-    g = p.dp_group
-    slots_r = p.pp + 1 if p.async_scheduling else p.pp
+    pr = pool_sched_nb(p, pools, r0)  # p with the pool's stages, blocks, limits, engine size
+    g = pr.dp_group
+    slots_r = pr.pp + 1 if pr.async_scheduling else pr.pp
     done = 0
     for k in range(g):
         r = r0 + k
         s_end = _ending_slot_nb(reps, r, t_rep)
         if s_end >= 0:
             d = _finish_batch_nb(
-                reps, kv, reqs, hist, cl, p, pools, pd, r, s_end, t_rep, policy, False
+                reps, kv, reqs, hist, cl, pr, pools, pd, r, s_end, t_rep, policy, pd_on
             )
             if d < 0:
                 return -1
             done += d
+            if pd_on and pd.role[r] == ROLE_DECODE:
+                pd_drain_nb(reps, kv, reqs, pd, pr, pools, r, t_rep)
         reps.wake[r] = NEVER
     log_cap = log.start_ns.shape[0]
     while reps.inflight[r0] < slots_r and log.n[0] + g <= log_cap:
@@ -588,12 +613,18 @@ def _group_event_nb(reps, kv, reqs, log, hist, cl, grids, tp, p, pools, pd, r0, 
         if s_new == NO_ID:
             break
         c0 = log.n[0]
-        if _form_group_step_nb(reps, kv, reqs, log, p, r0, s_new, t_rep, policy) == 0:
+        if _form_group_step_nb(reps, kv, reqs, log, pr, r0, s_new, t_rep, policy) == 0:
             break
-        _launch_group_nb(reps, reqs, log, grids, tp, p, r0, s_new, t_rep, policy, c0)
+        if pools_on:
+            q = pools.rep_pool[r0]
+            gq = pool_grids_nb(grids, pools, q)
+            tq = pool_timing_nb(pools, q)
+            _launch_group_nb(reps, reqs, log, gq, tq, pr, r0, s_new, t_rep, policy, c0)
+        else:
+            _launch_group_nb(reps, reqs, log, grids, tp, pr, r0, s_new, t_rep, policy, c0)
     if reps.inflight[r0] < slots_r and log.n[0] + g > log_cap:
         reps.wake[r0] = t_rep  # resume forming steps after the flush
-    _refresh_group_nb(reps, r0, g)
+    _refresh_group_nb(reps, p, pools, r0, pools_on)
     return done
 
 
@@ -637,11 +668,14 @@ def _run_loop_nb(
     pools with routers of their own: every replica mixed, no transfers); empty = no
     disaggregation, and pd.rt the one route group of the cluster router over all replicas
     (router.cluster_group, routed by router.route_nb).
-    policy, pools_on, pd_on and cache_router (p.policy, pools.rep_pool.shape[0] > 0,
-    pd.role.shape[0] > 0, router.reads_cache(p.router)) are constants of the compiled loop
-    (loop_kernel): the branches of other schedulers, those of several pools or of
-    disaggregation when the run has none, and the cache look-ups of routing when the router
-    makes none, are dropped before typing.
+    DP engines (dp_on): every dp_group consecutive replicas of a pool (p.dp_group, or each
+    pool's pools.dp_group) are the ranks of one engine, keyed in the event tree on its first
+    rank; its event (_group_event_nb) applies and forms the steps of all its ranks together.
+    policy, pools_on, pd_on, cache_router and dp_on (p.policy, pools.rep_pool.shape[0] > 0,
+    pd.role.shape[0] > 0, router.reads_cache(p.router), p.dp_group > 1) are constants of the
+    compiled loop (loop_kernel): the branches of other schedulers, those of several pools,
+    of disaggregation or of DP engines when the run has none, and the cache look-ups of
+    routing when the router makes none, are dropped before typing.
     Mutates: reqs, reps, kv, log, run (loop cursor, TBT histogram), cl,
     grids.counters, pd.
     Returns: a RunStatus.
@@ -653,7 +687,7 @@ def _run_loop_nb(
     closed = cl.heap_t.shape[0] > 0
     slots = reps.bat_end.shape[1]  # batches a replica may have in flight (batch_slots)
     if dp_on:
-        _sync_group_events_nb(reps, p.dp_group)
+        _sync_group_events_nb(reps, p, pools, pools_on)
     else:
         _sync_events_nb(reps)
     for _ in range(max_steps):
@@ -681,7 +715,10 @@ def _run_loop_nb(
             for rw in (r_src, r_dst):
                 if reps.inflight[rw] < pools.pp[pools.rep_pool[rw]] and reps.wake[rw] == NEVER:
                     reps.wake[rw] = t_x
-                    _refresh_event_nb(reps, rw)
+                    if dp_on:
+                        _refresh_group_nb(reps, p, pools, rw, pools_on)
+                    else:
+                        _refresh_event_nb(reps, rw)
             continue
         if t_arr <= t_rep:
             if closed:
@@ -707,21 +744,26 @@ def _run_loop_nb(
             if reps.inflight[rr] < pp_rr and reps.wake[rr] == NEVER:
                 reps.wake[rr] = t_arr
                 if dp_on:
-                    _refresh_group_nb(reps, rr, p.dp_group)
+                    _refresh_group_nb(reps, p, pools, rr, pools_on)
                 else:
                     _refresh_event_nb(reps, rr)
             continue
-        if dp_on:  # the event of a DP engine (r: its first rank); no pools, no PD pools
-            if log.n[0] + slots * p.dp_group > log_cap:
-                return RunStatus.LOG_FULL
-            lstate[LS_NOW] = t_rep
-            d = _group_event_nb(
-                reps, kv, reqs, log, hist, cl, grids, tp, p, pools, pd, r, t_rep, policy
-            )
-            if d < 0:
-                return RunStatus.BROKEN
-            lstate[LS_DONE] += d
-            continue
+        if dp_on:
+            # r is the first rank of its engine (the event tree keys engines there); an
+            # engine of one rank is a replica and takes the replica event below
+            _, g = _engine_nb(p, pools, r, pools_on)
+            if g > 1:
+                if log.n[0] + slots * g > log_cap:
+                    return RunStatus.LOG_FULL
+                lstate[LS_NOW] = t_rep
+                d = _group_event_nb(
+                    reps, kv, reqs, log, hist, cl, grids, tp, p, pools, pd, r, t_rep, policy,
+                    pools_on, pd_on,
+                )  # fmt: skip
+                if d < 0:
+                    return RunStatus.BROKEN
+                lstate[LS_DONE] += d
+                continue
         if log.n[0] + slots > log_cap:
             return RunStatus.LOG_FULL
         lstate[LS_NOW] = t_rep
@@ -802,12 +844,12 @@ def loop_kernel(policy: int, pools_on: bool, pd_on: bool, router: int, dp_on: bo
     """The compiled loop (a Numba dispatcher) for scheduler policy (codes.SchedPolicy), with
     (pools_on) or without several pools, with (pd_on) or without prefill/decode pools, for
     cluster router `router` (codes.RouterPolicy), and with (dp_on: SchedParams.dp_group > 1,
-    one pool) or without DP engines whose ranks step in lockstep: one loop serves the routers
-    that read the prefix caches (router.CACHE_ROUTERS), one the others; with PD pools the route
-    groups of kernels/pd.py route and the router does not matter. Only that scheduler's
-    kernels, the cache look-ups of routing only for those routers, and the pool, PD and DP
-    code only when on, are typed and compiled: a first run compiles what its configuration
-    uses."""
+    the largest of the pools') or without DP engines whose ranks step in lockstep: one loop
+    serves the routers that read the prefix caches (router.CACHE_ROUTERS), one the others;
+    with PD pools the route groups of kernels/pd.py route and the router does not matter.
+    Only that scheduler's kernels, the cache look-ups of routing only for those routers, and
+    the pool, PD and DP code only when on, are typed and compiled: a first run compiles what
+    its configuration uses."""
     key = (int(policy), bool(pools_on), bool(pd_on), not pd_on and reads_cache(router))
     if dp_on:  # keys of the other variants stay 4 long (the recorded plan names them)
         key += (True,)

@@ -29,6 +29,10 @@ class PoolParams(NamedTuple):
     max_num_batched_tokens: np.ndarray  # int64[P]
     long_prefill_token_threshold: np.ndarray  # int64[P]
     max_num_partial_prefills: np.ndarray  # int64[P]
+    # DP engines: every dp_group[q] consecutive replicas of pool q from its first replica
+    # first_rep[q] step in lockstep (SchedParams.dp_group of the pool)
+    dp_group: np.ndarray  # int64[P]
+    first_rep: np.ndarray  # int64[P]
     # TimingParams per pool
     g: np.ndarray  # int64[P]
     gc: np.ndarray  # int64[P]
@@ -55,9 +59,9 @@ class PoolParams(NamedTuple):
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
 def pool_sched_nb(p, pools, r):
-    """The scheduler parameters of replica r: p, with its pool's stages, KV blocks and batch
-    limits (chunk, running requests, token budget, long-prefill cap, partial prefills) when
-    the cluster has several pools.
+    """The scheduler parameters of replica r: p, with its pool's stages, KV blocks, batch
+    limits (chunk, running requests, token budget, long-prefill cap, partial prefills) and DP
+    engine size when the cluster has several pools.
 
     Mutates: nothing.
     Returns: SchedParams.
@@ -111,7 +115,7 @@ def pool_sched_nb(p, pools, r):
         p.router_tolerance_factor,
         p.router_top_k,
         p.block_shift,
-        p.dp_group,
+        pools.dp_group[pools.rep_pool[r]] if pools.rep_pool.shape[0] > 0 else p.dp_group,
     )
 
 
@@ -165,7 +169,7 @@ def one_pool() -> PoolParams:
     f = np.zeros(0, dtype=np.float64)
     f2 = np.zeros((0, 0), dtype=np.float64)
     f3 = np.zeros((0, 0, 0), dtype=np.float64)
-    return PoolParams(*([i] * 18), *([f] * 7), f2, f2, f2, f2, f3, f3)
+    return PoolParams(*([i] * 20), *([f] * 7), f2, f2, f2, f2, f3, f3)
 
 
 def stack_pools(rep_pool, sched: list, timing: list, grids: list) -> PoolParams:
@@ -193,6 +197,8 @@ def stack_pools(rep_pool, sched: list, timing: list, grids: list) -> PoolParams:
         max_num_batched_tokens=ints([s.max_num_batched_tokens for s in sched]),
         long_prefill_token_threshold=ints([s.long_prefill_token_threshold for s in sched]),
         max_num_partial_prefills=ints([s.max_num_partial_prefills for s in sched]),
+        dp_group=ints([s.dp_group for s in sched]),
+        first_rep=np.searchsorted(np.asarray(rep_pool), np.arange(len(sched))).astype(np.int64),
         g=ints([t.g for t in timing]),
         gc=ints([t.gc for t in timing]),
         layers_per_stage=ints([t.layers_per_stage for t in timing]),

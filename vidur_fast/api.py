@@ -177,8 +177,7 @@ def _pools(cfg: SimConfig, model) -> list[_Pool]:
             device = get_device(view.cluster.device)
             node = get_node(view.cluster.node or default_node_for(device.name))
             setup = build_setup(view, model, device)
-        # the whole cluster decides whether ranks step in lockstep (a pool's view cannot)
-        dp_group = lockstep_group(cfg, model)
+        dp_group = lockstep_group(view, model)
         setup = replace(setup, params=setup.params._replace(dp_group=dp_group))
         out.append(_Pool(view, device, node, setup))
     return out
@@ -229,6 +228,7 @@ def _pool_params(pools: list[_Pool], timings: list) -> tuple:
         pp=max(s.pp for s in sched),
         usable_blocks=max(s.usable_blocks for s in sched),
         max_num_seqs=max(s.max_num_seqs for s in sched),  # sizes the running lists
+        dp_group=max(s.dp_group for s in sched),  # > 1: some pool's ranks step in lockstep
     )
     return sp, stack_pools(rep_pool, sched, [t.params for t in timings], grids)
 

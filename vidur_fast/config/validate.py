@@ -62,9 +62,9 @@ def validate_config(cfg: SimConfig) -> None:
             validate_cluster(c)
             validate_expert_parallelism(c, pool_predictor(cfg.predictor, pool))
             validate_scheduler(pool.scheduler or cfg.scheduler, c)
+            validate_lockstep(c, pool_predictor(cfg.predictor, pool))
     validate_router(cfg)
     validate_pd(cfg)
-    validate_lockstep(cfg)
     if not (math.isfinite(cfg.time_limit_s) and cfg.time_limit_s >= 0):
         raise ConfigError(f"time_limit_s: must be a finite number >= 0 (got {cfg.time_limit_s})")
     validate_workload(cfg.workload)
@@ -130,12 +130,12 @@ def validate_expert_parallelism(c: ClusterConfig, p: PredictorConfig) -> None:
     moe_parallel(model, c.tp, p.attention_dp, p.moe_ep, expert_format(model, p.precision))
 
 
-def validate_lockstep(cfg: SimConfig) -> None:
-    """predictor.attention_dp > 1 on a MoE model in a cluster of one pool: consecutive groups of
-    that many replicas are the DP ranks of one engine, which step in lockstep; the replicas must
-    form whole engines, and the ranks run one pipeline stage."""
-    c, dp = cfg.cluster, cfg.predictor.attention_dp
-    if dp == 1 or c.pools or get_model(c.model).moe is None:
+def validate_lockstep(c: ClusterConfig, p: PredictorConfig) -> None:
+    """predictor.attention_dp > 1 on a MoE model (c and p: one pool's view): consecutive groups
+    of that many replicas of the pool are the DP ranks of one engine, which step in lockstep;
+    the replicas must form whole engines, and the ranks run one pipeline stage."""
+    dp = p.attention_dp
+    if dp == 1 or get_model(c.model).moe is None:
         return
     if c.num_replicas % dp:
         raise ConfigError(

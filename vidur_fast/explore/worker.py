@@ -121,7 +121,7 @@ def warm_kernels(cfgs: list[SimConfig], quiet: bool) -> None:
     from vidur_fast.engine.run import kernel_cached
     from vidur_fast.jit_start import start_numba_target
     from vidur_fast.kernels import loop
-    from vidur_fast.params.setup import lockstep_group, router_code, scheduler_policy
+    from vidur_fast.params.setup import lockstep_on, router_code, scheduler_policy
 
     start_numba_target()
     todo = {}  # one config per loop variant (several routers share one)
@@ -129,7 +129,7 @@ def warm_kernels(cfgs: list[SimConfig], quiet: bool) -> None:
         try:
             c = cfg.cluster
             key = (scheduler_policy(cfg.scheduler), bool(c.pools), has_route_groups(c))
-            dp_on = lockstep_group(cfg, get_model(c.model)) > 1
+            dp_on = lockstep_on(cfg, get_model(c.model))
             kernel = loop.loop_kernel(*key, router_code(cfg), dp_on)
         except Exception:  # a malformed point: its worker reports it
             continue

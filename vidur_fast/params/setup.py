@@ -29,6 +29,7 @@ from vidur_fast.config.sim import (
     TolerantStickyLopUncachedRouter,
     VllmV0Scheduler,
     VllmV1Scheduler,
+    pool_view,
 )
 from vidur_fast.errors import ConfigError
 from vidur_fast.kernels.codes import RouterPolicy, SchedPolicy
@@ -156,13 +157,19 @@ def router_knobs(router, path: str) -> tuple:
 
 
 def lockstep_group(cfg: SimConfig, model: ModelSpec) -> int:
-    """SchedParams.dp_group: the attention-DP ranks of one engine that step in lockstep, in a
-    cluster of one pool (consecutive replicas are the ranks of one engine); 1 for dense models
-    and for clusters of pools, whose ranks step on their own (docs/timing_model.md). cfg: the
-    whole cluster's config, not a pool's view (api._pools sets it on every pool's params)."""
-    if model.moe is None or cfg.cluster.pools:
+    """SchedParams.dp_group: the attention-DP ranks of one engine that step in lockstep
+    (consecutive replicas of a pool are the ranks of one engine); 1 for dense models. cfg: a
+    cluster of one pool, or one pool's view (config.sim.pool_view)."""
+    if model.moe is None:
         return 1
     return cfg.predictor.attention_dp
+
+
+def lockstep_on(cfg: SimConfig, model: ModelSpec) -> bool:
+    """Whether any pool of the cluster has DP engines stepping in lockstep (the loop variant
+    that forms their steps together)."""
+    views = [pool_view(cfg, pool) for pool in cfg.cluster.pools] or [cfg]
+    return any(lockstep_group(v, model) > 1 for v in views)
 
 
 def build_setup(cfg: SimConfig, model: ModelSpec, device: DeviceSpec) -> EngineSetup:

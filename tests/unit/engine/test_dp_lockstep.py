@@ -11,7 +11,13 @@ import pytest
 
 from vidur_fast.api import simulate
 from vidur_fast.config.predictor import PredictorConfig
-from vidur_fast.config.sim import ClusterConfig, SarathiScheduler, SimConfig, VllmV1Scheduler
+from vidur_fast.config.sim import (
+    ClusterConfig,
+    PoolConfig,
+    SarathiScheduler,
+    SimConfig,
+    VllmV1Scheduler,
+)
 from vidur_fast.config.workload import TraceWorkload
 from vidur_fast.errors import ConfigError
 
@@ -77,3 +83,64 @@ def test_engines_must_be_whole_and_one_stage(tmp_path):
         _run(tmp_path, 2, [(0.0, 16, 2)], replicas=3)
     with pytest.raises(ConfigError, match=r"^cluster.pp: attention data parallelism"):
         _run(tmp_path, 2, [(0.0, 16, 2)], pp=2, scheduler=SarathiScheduler())
+
+
+# ---- DP engines in a cluster of pools ----
+
+
+def _run_pools(tmp_path, pools, rows):
+    trace = tmp_path / "trace.csv"
+    lines = ["arrived_at,num_prefill_tokens,num_decode_tokens"]
+    lines += [f"{t},{p},{d}" for t, p, d in rows]
+    trace.write_text("\n".join(lines) + "\n")
+    cfg = SimConfig(
+        cluster=ClusterConfig(model=MODEL, pools=tuple(pools)),
+        scheduler=VllmV1Scheduler(),
+        workload=TraceWorkload(str(trace)),
+        quiet=True,
+    )
+    return simulate(cfg)
+
+
+def _steps_together(b, r0, r1):
+    """Every step of replica r0 is a step of replica r1 too: same start, same end."""
+    rep, start, end = b["replica"].to_numpy(), b["start_s"].to_numpy(), b["end_s"].to_numpy()
+    for s0, e0 in zip(start[rep == r0], end[rep == r0], strict=True):
+        both = (rep == r1) & (start == s0)
+        if both.sum() != 1 or end[both][0] != e0:
+            return False
+    return True
+
+
+def test_a_pool_of_dp_ranks_steps_in_lockstep_beside_a_pool_without(tmp_path):
+    # round robin: the long prompt to rank 0 and a short one to rank 1 of pool 0's engine, a
+    # short one to pool 1's lone replica
+    pools = [
+        PoolConfig(device="h200", num_replicas=2, attention_dp=2, moe_ep=2),
+        PoolConfig(device="h200", num_replicas=1),
+    ]
+    res = _run_pools(tmp_path, pools, [(0.0, 4000, 4), (0.0, 16, 40), (0.0, 16, 40)])
+    assert _steps_together(res.batches, 0, 1)
+    ttft = _ttft(res)
+    assert ttft[1] == pytest.approx(ttft[0], abs=1e-9)
+    assert ttft[2] < 0.5 * ttft[1]
+
+
+def test_prefill_ranks_of_a_pd_cluster_step_in_lockstep(tmp_path):
+    pools = [
+        PoolConfig(device="h200", num_replicas=2, role="prefill", attention_dp=2, moe_ep=2),
+        PoolConfig(device="h200", num_replicas=1, role="decode"),
+    ]
+    res = _run_pools(tmp_path, pools, [(0.0, 4000, 4), (0.0, 16, 4)])
+    assert res.summary["num_completed"] == 2
+    b = res.batches
+    assert _steps_together(b[b["replica"] < 2], 0, 1)
+    # the short prompt's prefill ends with the long one's on the other rank
+    pre = b[(b["replica"] < 2) & (b["num_prefill_tokens"] > 0)]
+    assert pre["end_s"].nunique() == 1
+
+
+def test_a_pools_engines_must_be_whole(tmp_path):
+    pools = [PoolConfig(device="h200", num_replicas=3, attention_dp=2, moe_ep=2)]
+    with pytest.raises(ConfigError, match=r"^cluster.pools\[0\].num_replicas: 3 is not a"):
+        _run_pools(tmp_path, pools, [(0.0, 16, 2)])
