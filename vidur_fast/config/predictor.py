@@ -40,10 +40,10 @@ class PredictorConfig:
     Dense models ignore it."""
     attention_dp: int = 1
     """Mixture-of-experts models: attention data-parallel ranks (vLLM --data-parallel-size),
-    each with tp GPUs, that share the MoE layers. Each replica is one rank; in a cluster of one
-    pool every attention_dp consecutive replicas are one engine whose ranks step in lockstep
-    (cluster.num_replicas = engines x attention_dp; docs/timing_model.md, "Attention data
-    parallelism")."""
+    each with tp GPUs, that share the MoE layers. Each replica is one rank; every attention_dp
+    consecutive replicas (of a pool, with cluster.pools) are one engine whose ranks step in
+    lockstep (cluster.num_replicas = engines x attention_dp; docs/timing_model.md, "Attention
+    data parallelism")."""
     moe_routing: Literal["power_law_1.2", "power_law_1.01", "balanced"] = "power_law_1.2"
     """Routing skew of the measured MoE kernels: tokens per expert drawn from a power law of
     exponent 1.2 (NVIDIA's default when its tables are used), 1.01, or perfectly balanced."""

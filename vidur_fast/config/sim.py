@@ -306,7 +306,8 @@ class PoolConfig:
     chunk_size; docs/pools.md)."""
     attention_dp: int | None = None
     """Attention data-parallel ranks whose tokens the pool's MoE layers run (MoE models; each
-    replica is one rank); None = predictor.attention_dp."""
+    replica is one rank, every attention_dp consecutive replicas of the pool one engine
+    stepping in lockstep); None = predictor.attention_dp."""
     moe_ep: int | None = None
     """Expert-parallel ranks of the pool's MoE layers (MoE models); None = predictor.moe_ep."""
     router: Router | None = None

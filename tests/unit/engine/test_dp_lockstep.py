@@ -3,7 +3,8 @@
 Two ranks of one Qwen3-30B-A3B engine (attention_dp 2, expert parallel over both), one
 request each, routed round robin: a long prompt on rank 0 and a short one on rank 1 at the
 same instant. In lockstep the short prompt's first token waits for the long prompt's step;
-as two lone replicas it does not.
+as two lone replicas it does not. The same in a cluster of pools (beside a pool of lone
+replicas) and in the prefill pool of a disaggregated cluster.
 """
 
 import numpy as np
