@@ -124,10 +124,11 @@ def _check_workload_for_router(cfg: SimConfig, wl) -> None:
 
 def run_header(cfg: SimConfig, model, device, wl) -> dict:
     """What ran, as the summary's first lines say it (with pools: the pools' devices, joined,
-    and their layouts)."""
+    and their layouts; for a MoE model also the attention-DP ranks of an engine and the
+    expert-parallel ranks, per pool)."""
     c = cfg.cluster
     pools = cluster_pools(c)
-    return {
+    out = {
         "model": model.name,
         "device": device.name
         if not c.pools
@@ -140,6 +141,11 @@ def run_header(cfg: SimConfig, model, device, wl) -> dict:
         "workload": wl.source,
         "requests": len(wl),
     }
+    if model.moe is not None:
+        views = [pool_view(cfg, p).predictor for p in c.pools] or [cfg.predictor]
+        out["attention_dp"] = "/".join(str(v.attention_dp) for v in views)
+        out["moe_ep"] = "/".join(str(v.moe_ep) for v in views)
+    return out
 
 
 def batch_fill(req, busy_ns, scheduler) -> dict:

@@ -11,8 +11,11 @@ ROWS = (
 
 def format_header(run: dict) -> str:
     replicas = f"{run['replicas']} replica{'s' if run['replicas'] != 1 else ''}"
+    layout = f"TP{run['tp']} PP{run['pp']}"
+    if "attention_dp" in run:  # MoE: each replica is one DP rank of an engine
+        layout += f" DP{run['attention_dp']} EP{run['moe_ep']}"
     return (
-        f"{run['model']} on {run['device']} (TP{run['tp']} PP{run['pp']}, {replicas}),"
+        f"{run['model']} on {run['device']} ({layout}, {replicas}),"
         f" {run['scheduler']}, {run['router']}; {run['requests']:,} requests of {run['workload']}"
     )
 

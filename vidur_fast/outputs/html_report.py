@@ -83,11 +83,14 @@ def _page(title: str, body: list[str]) -> str:
 def _run_header(label: str, summary: dict, config: dict) -> list:
     run = summary.get("run", {})
     cluster = config.get("cluster", {})
+    layout = f"TP{run.get('tp', cluster.get('tp', '?'))} PP{run.get('pp', cluster.get('pp', '?'))}"
+    if "attention_dp" in run:  # MoE: the DP ranks of an engine and the expert split
+        layout += f" DP{run['attention_dp']} EP{run['moe_ep']}"
     return [
         label,
         run.get("model", cluster.get("model", "?")),
         run.get("device", cluster.get("device", "?")),
-        f"TP{run.get('tp', cluster.get('tp', '?'))} PP{run.get('pp', cluster.get('pp', '?'))}",
+        layout,
         run.get("replicas", cluster.get("num_replicas", "?")),
         run.get("scheduler", config.get("scheduler", {}).get("type", "?")),
         run.get("router", config.get("router", {}).get("type", "?")),

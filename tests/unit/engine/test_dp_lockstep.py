@@ -21,6 +21,7 @@ from vidur_fast.config.sim import (
 )
 from vidur_fast.config.workload import TraceWorkload
 from vidur_fast.errors import ConfigError
+from vidur_fast.outputs.console import format_header
 
 MODEL = "Qwen/Qwen3-30B-A3B"
 
@@ -125,6 +126,8 @@ def test_a_pool_of_dp_ranks_steps_in_lockstep_beside_a_pool_without(tmp_path):
     ttft = _ttft(res)
     assert ttft[1] == pytest.approx(ttft[0], abs=1e-9)
     assert ttft[2] < 0.5 * ttft[1]
+    # the summary's first line names each pool's expert split
+    assert "(TP1/1 PP1/1 DP2/1 EP2/1, 3 replicas)" in format_header(res.summary["run"])
 
 
 def test_prefill_ranks_of_a_pd_cluster_step_in_lockstep(tmp_path):
