@@ -219,6 +219,25 @@ def _async_step_nb(reps, r, ms, host_ms, now_ns):
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _one_stage_step_nb(reps, tp, r, ms, host_ms, now_ns, async_on):
+    """A one-stage step of ms GPU time formed at now on replica r (async_on: its host time
+    host_ms overlaps the step in flight, _async_step_nb).
+
+    Mutates: nothing.
+    Returns: (start, end, execution ns, model ns (without host overhead), start to log).
+    """
+    cpu_ns = np.int64(round(tp.cpu_overhead_ms * NS_PER_MS))
+    start0 = now_ns if now_ns > reps.stage_free[r, 0] else reps.stage_free[r, 0]
+    if async_on:
+        dur, end = _async_step_nb(reps, r, ms, host_ms, now_ns)
+        return start0, end, end - start0, dur - cpu_ns, start0
+    dur = np.int64(round(ms * NS_PER_MS))
+    if dur < 1:
+        dur = 1
+    return start0, start0 + dur, dur, dur - cpu_ns, now_ns
+
+
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _run_stages_nb(reps, grids, tp, p, r, n_tok, n_dec, dec_kv, n_pre, pre_kv, pre_sq, now_ns):
     """Run a batch formed at now through replica r's pipeline stages.
 
@@ -239,14 +258,13 @@ def _run_stages_nb(reps, grids, tp, p, r, n_tok, n_dec, dec_kv, n_pre, pre_kv, p
         # outlasts it delays the GPU. pp = 1 here.
         last = np.bool_(True)  # not a literal: one compiled stage_time_ms_nb for both paths
         ms = stage_time_ms_nb(grids, tp, n_tok, n_dec, dec_kv, n_pre, pre_kv, pre_sq, last)
-        dur, end = _async_step_nb(reps, r, ms, host_time_ms_nb(tp, n_dec + n_pre), now_ns)
-        exec_ns = end - start0
-        model_ns = dur - cpu_ns
-        first_dur = exec_ns
-        log_start = start0
+        host_ms = host_time_ms_nb(tp, n_dec + n_pre)
+        start0, end, exec_ns, model_ns, log_start = _one_stage_step_nb(
+            reps, tp, r, ms, host_ms, now_ns, np.bool_(True)
+        )
         reps.stage_free[r, 0] = end
         reps.busy_ns[r, 0] += exec_ns
-        return start0, end, gaps, exec_ns, model_ns, first_dur, log_start
+        return start0, end, gaps, exec_ns, model_ns, exec_ns, log_start
     for st in range(p.pp):
         ms = stage_time_ms_nb(
             grids, tp, n_tok, n_dec, dec_kv, n_pre, pre_kv, pre_sq, st == p.pp - 1
@@ -541,20 +559,9 @@ def _launch_group_nb(reps, reqs, log, grids, tp, p, r0, s, now_ns, policy, c0):
             ms = m
         if h > host_ms:
             host_ms = h
-    cpu_ns = np.int64(round(tp.cpu_overhead_ms * NS_PER_MS))
-    start0 = now_ns if now_ns > reps.stage_free[r0, 0] else reps.stage_free[r0, 0]
-    if p.async_scheduling:
-        dur, end = _async_step_nb(reps, r0, ms, host_ms, now_ns)
-        exec_ns = end - start0
-        log_start = start0
-    else:
-        dur = np.int64(round(ms * NS_PER_MS))
-        if dur < 1:
-            dur = 1
-        end = start0 + dur
-        exec_ns = dur
-        log_start = now_ns
-    model_ns = dur - cpu_ns
+    start0, end, exec_ns, model_ns, log_start = _one_stage_step_nb(
+        reps, tp, r0, ms, host_ms, now_ns, np.bool_(p.async_scheduling)
+    )
     c = c0
     for k in range(g):
         r = r0 + k

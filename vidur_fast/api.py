@@ -17,6 +17,7 @@ from vidur_fast.config.sim import (
     SimConfig,
     VllmV1Scheduler,
     cluster_pools,
+    pool_predictor,
     pool_view,
 )
 from vidur_fast.config.validate import has_route_groups, is_pd, pool_errors, validate_config
@@ -142,7 +143,7 @@ def run_header(cfg: SimConfig, model, device, wl) -> dict:
         "requests": len(wl),
     }
     if model.moe is not None:
-        views = [pool_view(cfg, p).predictor for p in c.pools] or [cfg.predictor]
+        views = [pool_predictor(cfg.predictor, p) for p in c.pools] or [cfg.predictor]
         out["attention_dp"] = "/".join(str(v.attention_dp) for v in views)
         out["moe_ep"] = "/".join(str(v.moe_ep) for v in views)
     return out
